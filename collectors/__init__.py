@@ -1,0 +1,1 @@
+"""GPU collection: shape corpus, bulk Triton timing, the Inductor-faithful collector (never imported by predictor/)."""

@@ -1,0 +1,131 @@
+"""Candidate: one kernel Inductor could run for a problem, with one canonical string key.
+
+Keys: ``triton_mm/128x64x32/s3/w4/g8``, ``triton_tma/128x64x32/s3/w4/g8``, ``decompose_k/k32``,
+``aten/mm``. The two mappings from Inductor objects (a ``KernelTemplateChoice`` before codegen and
+an autotune ``ChoiceCaller`` after) live here so there is exactly one of each.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+FAMILIES = ("triton_mm", "triton_tma", "decompose_k", "aten")
+CANDIDATE_FIELDS = ("family", "block_m", "block_n", "block_k", "num_stages", "num_warps", "group_m", "k_split", "aten_op")
+
+# Inductor template uid -> our family. The persistent TMA template is named differently across versions.
+TEMPLATE_FAMILY = {
+    "triton::mm": "triton_mm",
+    "triton::bmm": "triton_mm",
+    "triton::mm_persistent_tma": "triton_tma",
+    "triton::mm_persistent": "triton_tma",
+    "decompose_k": "decompose_k",
+}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    family: str
+    block_m: int = 0
+    block_n: int = 0
+    block_k: int = 0
+    num_stages: int = 0
+    num_warps: int = 0
+    group_m: int = 0
+    k_split: int = 0
+    aten_op: str = ""
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"unknown candidate family {self.family!r}; expected one of {', '.join(FAMILIES)}")
+
+    @property
+    def key(self) -> str:
+        if self.family == "aten":
+            return f"aten/{self.aten_op}"
+        if self.family == "decompose_k":
+            return f"decompose_k/k{self.k_split}"
+        return (f"{self.family}/{self.block_m}x{self.block_n}x{self.block_k}"
+                f"/s{self.num_stages}/w{self.num_warps}/g{self.group_m}")
+
+    @property
+    def is_triton(self) -> bool:
+        return self.family in ("triton_mm", "triton_tma")
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "candidate": self.key}
+
+
+_TILE_KEY = re.compile(r"^(triton_mm|triton_tma)/(\d+)x(\d+)x(\d+)/s(\d+)/w(\d+)/g(\d+)$")
+
+
+def parse_key(key: str) -> Candidate:
+    """Inverse of ``Candidate.key``."""
+    if key.startswith("aten/") and len(key) > 5:
+        return Candidate("aten", aten_op=key[5:])
+    if key.startswith("decompose_k/k") and key[13:].isdigit():
+        return Candidate("decompose_k", k_split=int(key[13:]))
+    match = _TILE_KEY.match(key)
+    if not match:
+        raise ValueError(f"not a candidate key: {key!r}")
+    family, *nums = match.groups()
+    bm, bn, bk, s, w, g = map(int, nums)
+    return Candidate(family, bm, bn, bk, s, w, g)
+
+
+def from_template_kwargs(template_uid: str, kwargs: dict[str, Any]) -> Candidate:
+    """Map an Inductor ``KernelTemplateChoice`` (template uid + ``params.to_kwargs()``) to a Candidate."""
+    if template_uid.startswith("aten::"):
+        return Candidate("aten", aten_op=template_uid[len("aten::"):])
+    family = TEMPLATE_FAMILY.get(template_uid)
+    if family is None:
+        raise ValueError(f"unknown Inductor template {template_uid!r}")
+    if family == "decompose_k":
+        return Candidate("decompose_k", k_split=int(kwargs["k_split"]))
+    return Candidate(
+        family,
+        block_m=int(kwargs["BLOCK_M"]),
+        block_n=int(kwargs["BLOCK_N"]),
+        block_k=int(kwargs["BLOCK_K"]),
+        num_stages=int(kwargs["num_stages"]),
+        num_warps=int(kwargs["num_warps"]),
+        group_m=int(kwargs.get("GROUP_M", 8)),
+    )
+
+
+_DESC_FIELD = re.compile(r"(\w+)=([^,]+)")
+_DECOMPOSE_NAME = re.compile(r"decompose_k_mm_(\d+)_split")
+
+
+def from_choice_caller(name: str, description: str) -> Candidate:
+    """Map an Inductor autotune ``ChoiceCaller`` (its ``name`` and ``description``) to a Candidate.
+
+    Triton template callers are named ``triton_mm_3`` / ``triton_mm_persistent_tma_1`` and describe
+    their config as ``BLOCK_K=32, BLOCK_M=64, ..., num_stages=3, num_warps=4``; extern (aten) callers
+    carry the aten op name; decompose-K subgraphs are named ``decompose_k_mm_<split>_split``.
+    """
+    match = _DECOMPOSE_NAME.search(name)
+    if match:
+        return Candidate("decompose_k", k_split=int(match.group(1)))
+    if name.startswith("triton_") or "BLOCK_M" in (description or ""):
+        fields = {k: v.strip().strip("'") for k, v in _DESC_FIELD.findall(description or "")}
+        if "BLOCK_M" not in fields:
+            raise ValueError(f"Triton choice {name!r} has no block sizes in its description {description!r}")
+        family = "triton_tma" if ("persistent" in name or "tma" in name) else "triton_mm"
+        return Candidate(
+            family,
+            block_m=int(fields["BLOCK_M"]),
+            block_n=int(fields["BLOCK_N"]),
+            block_k=int(fields["BLOCK_K"]),
+            num_stages=int(fields["num_stages"]),
+            num_warps=int(fields["num_warps"]),
+            group_m=int(fields.get("GROUP_M", 8)),
+        )
+    if name.startswith(("aten", "extern")) or re.fullmatch(r"[a-z_]+", name or ""):
+        op = name.split(".")[-1]
+        for prefix in ("extern_kernels.", "aten::", "aten_"):
+            if op.startswith(prefix):
+                op = op[len(prefix):]
+        return Candidate("aten", aten_op=op)
+    raise ValueError(f"unknown Inductor choice {name!r} ({description!r})")

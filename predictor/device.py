@@ -1,0 +1,50 @@
+"""Device properties the features and spaces need, read from dataset/model metadata (never guessed from magic numbers)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    gpu: str
+    cc: str
+    sm_count: int
+    smem_per_block: int  # bytes, opt-in maximum per block
+    l2_bytes: int
+    mem_bandwidth_gbs: float  # measured device-to-device copy bandwidth
+    # measured dense matmul throughput per input dtype, TFLOP/s (e.g. {"float16": 650.0})
+    peak_tflops: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_metadata(cls, meta: dict[str, Any]) -> "DeviceInfo":
+        """Build from a dataset's or model's metadata dict (key ``device``)."""
+        dev = meta.get("device")
+        if not isinstance(dev, dict):
+            raise ValueError("metadata has no 'device' section (gpu, cc, sm_count, smem_per_block, ...)")
+        missing = [k for k in ("gpu", "cc", "sm_count", "smem_per_block", "l2_bytes", "mem_bandwidth_gbs") if k not in dev]
+        if missing:
+            raise ValueError(f"metadata 'device' section lacks {', '.join(missing)}")
+        return cls(**{k: dev[k] for k in cls.__dataclass_fields__ if k in dev})
+
+    @classmethod
+    def from_torch(cls, index: int = 0, mem_bandwidth_gbs: float = 0.0, peak_tflops: dict | None = None) -> "DeviceInfo":
+        import torch
+
+        props = torch.cuda.get_device_properties(index)
+        return cls(
+            gpu=props.name,
+            cc=f"{props.major}.{props.minor}",
+            sm_count=props.multi_processor_count,
+            smem_per_block=int(getattr(props, "shared_memory_per_block_optin", 0)),
+            l2_bytes=int(getattr(props, "L2_cache_size", 0)),
+            mem_bandwidth_gbs=mem_bandwidth_gbs,
+            peak_tflops=dict(peak_tflops or {}),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def same_gpu(self, other: "DeviceInfo") -> bool:
+        return self.gpu == other.gpu and self.cc == other.cc
