@@ -37,7 +37,7 @@ COLUMNS: dict[str, str] = {
 # Optional columns a collector may add (kept when present, never required).
 OPTIONAL_COLUMNS: dict[str, str] = {"space": "string", "compile_s": "float64", "hint": "int64", "inductor_rank": "int64"}
 # Metadata keys every dataset file carries (pyarrow schema metadata, values JSON-encoded).
-REQUIRED_METADATA = ("schema_version", "gpu", "cc", "torch", "triton", "corpus_sha256")
+REQUIRED_METADATA = ("schema_version", "gpu", "cc", "torch", "triton", "corpus_sha256", "device")
 
 assert set(PROBLEM_FIELDS) <= set(COLUMNS) and set(CANDIDATE_FIELDS) <= set(COLUMNS)
 
