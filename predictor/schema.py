@@ -35,7 +35,8 @@ COLUMNS: dict[str, str] = {
     "gpu": "string", "cc": "string", "torch": "string", "triton": "string", "schema_version": "int64",
 }
 # Optional columns a collector may add (kept when present, never required).
-OPTIONAL_COLUMNS: dict[str, str] = {"space": "string", "compile_s": "float64", "hint": "int64", "inductor_rank": "int64"}
+OPTIONAL_COLUMNS: dict[str, str] = {"space": "string", "compile_s": "float64", "hint": "int64", "inductor_rank": "int64",
+                                    "inductor_bench_us": "float64"}
 # Metadata keys every dataset file carries (pyarrow schema metadata, values JSON-encoded).
 REQUIRED_METADATA = ("schema_version", "gpu", "cc", "torch", "triton", "corpus_sha256", "device")
 

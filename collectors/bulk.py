@@ -1,0 +1,339 @@
+"""The bulk collector: time every candidate of a space for every corpus problem on the local GPU(s).
+
+Resumable (whole problems per atomic part, finished ids skipped on restart), shardable (``--shard i/n``), one
+worker process per GPU (``--gpus all``), Triton binaries precompiled in parallel into Triton's disk cache
+before timing starts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from predictor.candidate import Candidate
+from predictor.device import DeviceInfo
+from predictor.problem import PROBLEM_FIELDS, Problem
+from predictor.schema import SCHEMA_VERSION
+
+from .store import PartWriter, finished_problem_ids
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Shard":
+        try:
+            i, n = (int(x) for x in text.split("/"))
+        except ValueError:
+            raise ValueError(f"--shard must look like i/n (e.g. 0/4), got {text!r}") from None
+        if not 0 <= i < n:
+            raise ValueError(f"--shard {text}: need 0 <= i < n")
+        return cls(i, n)
+
+    def select(self, problem_ids: pd.Series) -> np.ndarray:
+        """Stable assignment by id, independent of corpus row order."""
+        return problem_ids.map(lambda pid: int(pid, 16) % self.count == self.index).to_numpy()
+
+
+def load_problems(corpus: str | Path) -> pd.DataFrame:
+    path = Path(corpus)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such corpus file")
+    try:
+        df = pd.read_parquet(path)
+    except Exception as exc:
+        raise ValueError(f"{path}: not a readable corpus parquet ({type(exc).__name__})") from None
+    missing = [c for c in (*PROBLEM_FIELDS, "problem_id", "family_tag") if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: corpus lacks columns {', '.join(missing)}")
+    return df
+
+
+def select_problems(corpus: str, shard: Shard, out: str, query: str | None, limit: int | None) -> pd.DataFrame:
+    """The corpus rows this worker still has to do: its shard, the filter, minus finished problems."""
+    problems = load_problems(corpus)
+    if query:
+        try:
+            problems = problems.query(query)
+        except Exception as exc:
+            raise ValueError(f"--filter {query!r}: {exc}") from None
+    problems = problems[shard.select(problems["problem_id"])]
+    problems = problems[~problems["problem_id"].isin(finished_problem_ids(out))]
+    return problems.head(limit) if limit is not None else problems
+
+
+def problem_of(row: Any) -> Problem:
+    return Problem(**{f: (int(getattr(row, f)) if f in ("b", "m", "n", "k", "align") else getattr(row, f))
+                      for f in PROBLEM_FIELDS})
+
+
+# --- parallel precompilation -------------------------------------------------------------------------------
+
+def _int_class(x: int) -> int:
+    """A stand-in with the same Triton specialisation as ``x`` (== 1, divisible by 16, or neither)."""
+    if x == 1:
+        return 1
+    if x >= 2 ** 31:
+        return x
+    return 16 if x % 16 == 0 else 17
+
+
+def compile_key(p: Problem, c: Candidate) -> tuple | None:
+    """What decides a distinct Triton binary for this pair (None for aten / decompose-K's trivial kernels)."""
+    if not c.is_triton:
+        return None
+    k_stride_a = p.m if p.layout_a == "col" else p.k  # the non-unit stride of A
+    n_stride_b = p.k if p.layout_b == "col" else p.n
+    return (c.family, p.op, p.dtype, p.layout_a, p.layout_b, c.block_m, c.block_n, c.block_k, c.group_m,
+            c.num_stages, c.num_warps, p.k % c.block_k == 0,
+            _int_class(k_stride_a), _int_class(n_stride_b), _int_class(p.n),
+            _int_class(p.m * p.k), _int_class(p.k * p.n), _int_class(p.m * p.n))
+
+
+def _warm_one(key: tuple, num_sms: int) -> str | None:
+    """Compile one binary into Triton's disk cache (runs in a pool worker; never launches anything)."""
+    import torch
+    import triton.language as tl
+
+    from . import kernels
+    from .runners import TORCH_DTYPES
+
+    (family, op, dtype, la, lb, bm, bn, bk, gm, stages, warps, even_k, sa, sb, sn, sab, sbb, scb) = key
+    dev = torch.device("cuda")
+    t = TORCH_DTYPES[dtype]
+    out_t = torch.int32 if dtype == "int8" else t
+    a, b = torch.empty(16, dtype=t, device=dev), torch.empty(16, dtype=t, device=dev)
+    c = torch.empty(16, dtype=out_t, device=dev)
+    acc = tl.int32 if dtype == "int8" else tl.float32
+    try:
+        if family == "triton_tma":
+            kernels.persistent_tma_mm_kernel.warmup(
+                a, b, c, 1, 1, 1, sa if la == "row" else 1, 1 if la == "row" else sa,
+                1 if lb == "col" else sb, sb if lb == "col" else 1, sn,
+                BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, A_ROW_MAJOR=la == "row", B_ROW_MAJOR=lb == "row",
+                NUM_SMS=num_sms, ALLOW_TF32=False, ACC_TYPE=acc, num_stages=stages, num_warps=warps, grid=(1,))
+        else:
+            strides_a = (sa, 1) if la == "row" else (1, sa)
+            strides_b = (sb, 1) if lb == "row" else (1, sb)
+            batched = op == "bmm"
+            kernels.mm_kernel.warmup(
+                a, b, c, c, 1, 1, 1, *strides_a, *strides_b, sn, 1,
+                sab if batched else 0, sbb if batched else 0, scb if batched else 0,
+                BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, EVEN_K=even_k, ALLOW_TF32=False, ACC_TYPE=acc,
+                HAS_BIAS=op == "addmm", num_stages=stages, num_warps=warps, grid=(1,))
+    except Exception as exc:  # the timing pass records the real status; here we only warm the cache
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+    return None
+
+
+def precompile(keys: Iterable[tuple], workers: int, num_sms: int) -> int:
+    """Compile distinct binaries in parallel processes; returns how many failed to compile."""
+    from tqdm import tqdm
+    import multiprocessing as mp
+
+    keys = sorted(set(k for k in keys if k is not None), key=str)
+    if not keys or workers <= 0:
+        return 0
+    failed = 0
+    ctx = mp.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = [pool.submit(_warm_one, k, num_sms) for k in keys]
+        for fut in tqdm(as_completed(futures), total=len(futures), desc="precompile", unit="kernel"):
+            if fut.result() is not None:
+                failed += 1
+    return failed
+
+
+# --- measurement ---------------------------------------------------------------------------------------------
+
+def _status_of(exc: BaseException) -> str:
+    name = type(exc).__name__
+    text = str(exc)
+    if name == "OutOfResources" or "out of resource" in text.lower():
+        return "resources"
+    if "out of memory" in text.lower():
+        return "resources"
+    return "compile_error"
+
+
+def measure_problem(p: Problem, candidates: list[Candidate], device: Any, flush: Any, num_sms: int,
+                    reps: int, seed: int) -> list[dict]:
+    """Warm up + check every candidate, then time the correct ones round-robin. One dict per candidate."""
+    import torch
+
+    from .runners import REL_TOLERANCE, make_operands, make_runner, relative_error
+    from .timing import summarise, time_round_robin
+
+    ops = make_operands(p, device, seed)
+    results: list[dict] = []
+    good: list[tuple[int, Any]] = []
+    for i, c in enumerate(candidates):
+        rec = {"status": "ok", "time_us": np.nan, "time_us_iqr": np.nan, "reps": 0}
+        try:
+            run = make_runner(p, c, ops, num_sms)
+            ops.out.fill_(float("nan") if ops.out.is_floating_point() else -1)  # poison: unwritten output fails
+            run()
+            torch.cuda.synchronize()
+            err = relative_error(ops.out, ops.reference)
+            if not err <= REL_TOLERANCE[p.dtype] * (1 if p.dtype != "float32" else max(1.0, p.k / 1024)):
+                rec["status"] = "wrong_result"
+                log.warning("%s %s: wrong result (relative error %.3g)", p.problem_id, c.key, err)
+            else:
+                run()  # second warm-up run, so first-launch costs stay out of the timing
+                good.append((i, run))
+        except Exception as exc:
+            rec["status"] = _status_of(exc)
+            log.debug("%s %s: %s", p.problem_id, c.key, exc)
+            torch.cuda.synchronize()
+        results.append(rec)
+    if good:
+        times, method = time_round_robin([run for _, run in good], flush, reps=reps)
+        med, iqr = summarise(times)
+        for (i, _), t, q in zip(good, med, iqr):
+            results[i].update(time_us=float(t), time_us_iqr=float(q), reps=reps)
+    del ops
+    return results
+
+
+def _rows(p: Problem, family_tag: str, candidates: list[Candidate], results: list[dict], env: dict) -> list[dict]:
+    base = {**p.to_dict(), "family_tag": family_tag}
+    return [{**base, **c.to_dict(), **r, **env, "inductor_rank": rank}
+            for rank, (c, r) in enumerate(zip(candidates, results))]
+
+
+def collect_loop(todo: pd.DataFrame, candidates_of: Any, measure: Any, writer: PartWriter, env: dict,
+                 desc: str = "collect", position: int = 0) -> int:
+    """Measure each problem and hand whole problems to the writer; on any interruption the problems already
+    measured are still written (they are complete), and the part in progress never appears half-written."""
+    from tqdm import tqdm
+
+    start = time.time()
+    n_rows = 0
+    bar = tqdm(todo.itertuples(index=False), total=len(todo), desc=desc, unit="problem", position=position)
+    try:
+        for row in bar:
+            p = problem_of(row)
+            cands = candidates_of(p)
+            results = measure(p, cands)
+            writer.add_problem(_rows(p, row.family_tag, cands, results, env))
+            n_rows += len(cands)
+            bar.set_postfix(rows_per_s=f"{n_rows / max(time.time() - start, 1e-9):.0f}")
+    finally:
+        writer.flush()
+    return n_rows
+
+
+def collect_worker(corpus: str, out: str, space: str, shard: Shard, gpu: int, reps: int, limit: int | None,
+                   tma: bool, seed: int, position: int = 0, query: str | None = None) -> dict:
+    """Collect one shard on one GPU; returns throughput figures."""
+    import torch
+    import triton
+
+    from predictor.spaces import enumerate_space
+
+    from .timing import L2Flusher
+
+    torch.cuda.set_device(gpu)
+    dev = torch.device("cuda", gpu)
+    device_info = DeviceInfo.from_metadata(json.loads((Path(out) / "device.json").read_text()))
+    num_sms = device_info.sm_count
+    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=dev))
+    todo = select_problems(corpus, shard, out, query, limit)
+    env = {"collector": "bulk", "gpu": device_info.gpu, "cc": device_info.cc, "torch": torch.__version__.split("+")[0],
+           "triton": triton.__version__, "schema_version": SCHEMA_VERSION, "space": space}
+    meta = json.loads((Path(out) / "run.json").read_text())
+    writer = PartWriter(out, f"part-s{shard.index}of{shard.count}-g{gpu}", meta, every=50)
+    flush = L2Flusher(dev)
+    # warm the GPU up so clocks have ramped before the first label
+    x = torch.randn(4096, 4096, device=dev, dtype=torch.float16)
+    t_end = time.time() + 1.0
+    while time.time() < t_end:
+        x @ x
+    torch.cuda.synchronize()
+    start = time.time()
+    measure = lambda p, cands: measure_problem(p, cands, dev, flush, num_sms, reps, seed)
+    n_rows = collect_loop(todo, lambda p: enumerate_space(p, space, device_info, tma=tma), measure, writer, env,
+                          desc=f"gpu{gpu} {space}", position=position)
+    elapsed = time.time() - start
+    return {"gpu": gpu, "problems": len(todo), "rows": n_rows, "seconds": elapsed}
+
+
+def prepare_run(corpus: str, out: str, space: str, tma: bool, reps: int) -> dict:
+    """Measure the device once per output folder (reused on resume so every part carries the same metadata)."""
+    import torch
+    import triton
+
+    from .corpus import corpus_sha256
+    from .timing import measure_device_peaks
+
+    out_path = Path(out)
+    out_path.mkdir(parents=True, exist_ok=True)
+    dev_file = out_path / "device.json"
+    if not dev_file.exists():
+        bandwidth, peaks = measure_device_peaks(torch.device("cuda", 0))
+        info = DeviceInfo.from_torch(0, mem_bandwidth_gbs=round(bandwidth, 1),
+                                     peak_tflops={k: round(v, 1) for k, v in peaks.items()})
+        dev_file.write_text(json.dumps({"device": info.to_dict()}, indent=1))
+    device = json.loads(dev_file.read_text())["device"]
+    run_file = out_path / "run.json"
+    if not run_file.exists():
+        meta = {"schema_version": SCHEMA_VERSION, "gpu": device["gpu"], "cc": device["cc"],
+                "torch": torch.__version__.split("+")[0], "triton": triton.__version__,
+                "corpus_sha256": corpus_sha256(load_problems(corpus)), "device": device, "space": space, "tma": tma,
+                "reps": reps, "collector": "bulk", "timing": "L2 flush + CUDA events, round-robin, CUDA graph"}
+        run_file.write_text(json.dumps(meta, indent=1))
+    return json.loads(run_file.read_text())
+
+
+def collect(corpus: str, out: str, space: str = "default", shard: str = "0/1", gpus: str = "0", reps: int = 10,
+            limit: int | None = None, tma: bool = True, seed: int = 0, precompile_workers: int | None = None,
+            query: str | None = None) -> list[dict]:
+    import torch
+
+    from predictor.spaces import enumerate_space
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("collect needs a CUDA GPU and none is visible (torch.cuda.is_available() is False)")
+    if reps < 10:
+        raise ValueError(f"--reps {reps}: labels need the median of at least 10 runs")
+    base = Shard.parse(shard)
+    gpu_ids = list(range(torch.cuda.device_count())) if gpus == "all" else [int(g) for g in gpus.split(",")]
+    meta = prepare_run(corpus, out, space, tma, reps)
+    device_info = DeviceInfo.from_metadata(meta)
+
+    # compile everything this run will need, in parallel, before any timing
+    problems = select_problems(corpus, base, out, query, None if limit is None else limit * len(gpu_ids))
+    keys = set()
+    for row in problems.itertuples(index=False):
+        p = problem_of(row)
+        keys.update(compile_key(p, c) for c in enumerate_space(p, space, device_info, tma=tma))
+    workers = precompile_workers if precompile_workers is not None else max(1, (os.cpu_count() or 2) - 1)
+    t0 = time.time()
+    failed = precompile(keys, workers, device_info.sm_count)
+    log.info("precompiled %d binaries in %.0f s (%d failed to compile)", len(keys), time.time() - t0, failed)
+
+    # one process per GPU, each taking its sub-shard of the base shard
+    if len(gpu_ids) == 1:
+        return [collect_worker(corpus, out, space, base, gpu_ids[0], reps, limit, tma, seed, 0, query)]
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=len(gpu_ids), mp_context=ctx) as pool:
+        futures = [pool.submit(collect_worker, corpus, out, space,
+                               Shard(base.index + base.count * j, base.count * len(gpu_ids)), g, reps, limit, tma,
+                               seed, j, query) for j, g in enumerate(gpu_ids)]
+        return [f.result() for f in futures]

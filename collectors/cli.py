@@ -1,0 +1,62 @@
+"""Collection subcommands plugged into ``gemm-predictor`` (collect, collect-inductor, merge)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("collect", help="time every candidate of a space for corpus problems on the local GPU(s)")
+    p.add_argument("--corpus", default="datasets/corpus/corpus_v1.parquet")
+    p.add_argument("--out", required=True, help="folder of resumable parquet parts")
+    p.add_argument("--space", default="default", choices=("default", "exhaustive"))
+    p.add_argument("--shard", default="0/1", help="i/n: take the i-th of n shards (by problem id)")
+    p.add_argument("--gpus", default="0", help="'all', or comma-separated GPU indices (one worker each)")
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--limit", type=int, default=None, help="at most this many new problems per GPU")
+    p.add_argument("--no-tma", action="store_true", help="leave persistent-TMA candidates out")
+    p.add_argument("--filter", default=None, help="pandas query on corpus columns, e.g. \"dtype in ['float16']\"")
+    p.add_argument("--workers", type=int, default=None, help="precompile processes (default: cores - 1)")
+
+    def run(args: argparse.Namespace) -> int:
+        from .bulk import collect
+
+        stats = collect(args.corpus, args.out, space=args.space, shard=args.shard, gpus=args.gpus, reps=args.reps,
+                        limit=args.limit, tma=not args.no_tma, precompile_workers=args.workers, query=args.filter)
+        print(json.dumps(stats))
+        return 0
+
+    p.set_defaults(func=run)
+
+    q = sub.add_parser("collect-inductor", help="record Inductor's own max-autotune timings for corpus problems")
+    q.add_argument("--corpus", default="datasets/corpus/corpus_v1.parquet")
+    q.add_argument("--out", required=True)
+    q.add_argument("--filter", default=None)
+    q.add_argument("--limit", type=int, default=None)
+    q.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many problems")
+
+    def run_inductor(args: argparse.Namespace) -> int:
+        from .inductor import run_inductor_collection
+
+        n = run_inductor_collection(args.corpus, args.out, query=args.filter, limit=args.limit, sample=args.sample)
+        print(json.dumps({"problems": n}))
+        return 0
+
+    q.set_defaults(func=run_inductor)
+
+    m = sub.add_parser("merge", help="merge a folder of parts into one dataset file (refuses duplicates)")
+    m.add_argument("parts")
+    m.add_argument("dest")
+
+    def run_merge(args: argparse.Namespace) -> int:
+        from .store import merge_parts
+
+        df = merge_parts(args.parts, args.dest)
+        print(json.dumps({"rows": len(df), "problems": int(df.problem_id.nunique()), "dest": args.dest}))
+        return 0
+
+    m.set_defaults(func=run_merge)

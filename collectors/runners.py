@@ -1,0 +1,147 @@
+"""Turn (problem, candidate) into a launchable closure over preallocated operands, the way Inductor runs it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import triton
+
+from predictor.candidate import Candidate
+from predictor.problem import Problem
+
+from . import kernels
+
+TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+                "int8": torch.int8, "int32": torch.int32}
+# Relative Frobenius error allowed against an fp32 reference, by input dtype (DESIGN: tolerances by dtype).
+REL_TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-4, "int8": 0.0}
+
+
+@dataclass
+class Operands:
+    a: torch.Tensor
+    b: torch.Tensor
+    bias: torch.Tensor | None
+    out: torch.Tensor
+    reference: torch.Tensor  # fp32 (or int32) result of torch.matmul on the same inputs
+
+
+def make_operands(p: Problem, device: torch.device, seed: int = 0) -> Operands:
+    """Random operands in the problem's layouts (``col`` = a transposed view of a contiguous tensor)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    dtype = TORCH_DTYPES[p.dtype]
+    batch = (p.b,) if p.op == "bmm" else ()
+
+    def operand(rows: int, cols: int, layout: str) -> torch.Tensor:
+        shape = batch + ((cols, rows) if layout == "col" else (rows, cols))
+        if dtype == torch.int8:
+            t = torch.randint(-8, 8, shape, device=device, dtype=dtype, generator=gen)
+        else:
+            # scale so sums over k stay O(1) and relative errors are meaningful
+            t = (torch.randn(shape, device=device, dtype=torch.float32, generator=gen) / (p.k ** 0.25)).to(dtype)
+        return t.transpose(-1, -2) if layout == "col" else t
+
+    a = operand(p.m, p.k, p.layout_a)
+    b = operand(p.k, p.n, p.layout_b)
+    bias = torch.randn(p.n, device=device, dtype=torch.float32, generator=gen).to(dtype) if p.op == "addmm" else None
+    out = torch.empty(batch + (p.m, p.n), device=device, dtype=TORCH_DTYPES[p.out_dtype])
+    if dtype == torch.int8:
+        reference = torch._int_mm(a, b)
+    else:
+        reference = torch.matmul(a.float(), b.float())
+        if bias is not None:
+            reference = reference + bias.float()
+    return Operands(a, b, bias, out, reference)
+
+
+def relative_error(out: torch.Tensor, reference: torch.Tensor) -> float:
+    diff = (out.float() - reference.float()).norm()
+    return float(diff / reference.float().norm().clamp_min(1e-12))
+
+
+def make_runner(p: Problem, c: Candidate, ops: Operands, num_sms: int) -> Callable[[], None]:
+    """A zero-argument closure that writes the candidate's result into ``ops.out``."""
+    if c.family == "aten":
+        return _aten_runner(c.aten_op, ops)
+    if c.family == "decompose_k":
+        return _decompose_k_runner(p, c, ops)
+    if c.family == "triton_tma":
+        return _tma_runner(p, c, ops, num_sms)
+    return _mm_runner(p, c, ops)
+
+
+def _aten_runner(op: str, ops: Operands) -> Callable[[], None]:
+    a, b, out, bias = ops.a, ops.b, ops.out, ops.bias
+    if op == "mm":
+        return lambda: torch.mm(a, b, out=out)
+    if op == "bmm":
+        return lambda: torch.bmm(a, b, out=out)
+    if op == "_int_mm":
+        return lambda: torch._int_mm(a, b, out=out)
+    if op == "bias_addmm":  # Inductor's bias_addmm: 1-D bias, cuBLASLt epilogue
+        return lambda: torch.addmm(bias, a, b, out=out)
+    if op == "addmm":  # Inductor's aten addmm: the bias expanded to (m, n)
+        full = bias.expand(out.shape)
+        return lambda: torch.addmm(full, a, b, out=out)
+    raise ValueError(f"unknown aten op {op!r}")
+
+
+def _mm_runner(p: Problem, c: Candidate, ops: Operands) -> Callable[[], None]:
+    a, b, out = ops.a, ops.b, ops.out
+    batched = p.op == "bmm"
+    sa = (a.stride(0), a.stride(1), a.stride(2)) if batched else (0, a.stride(0), a.stride(1))
+    sb = (b.stride(0), b.stride(1), b.stride(2)) if batched else (0, b.stride(0), b.stride(1))
+    sc = (out.stride(0), out.stride(1), out.stride(2)) if batched else (0, out.stride(0), out.stride(1))
+    grid = (triton.cdiv(p.m, c.block_m) * triton.cdiv(p.n, c.block_n), p.b if batched else 1)
+    acc = "tl.int32" if p.dtype == "int8" else "tl.float32"
+    bias = ops.bias if ops.bias is not None else out
+    kernel = kernels.mm_kernel[grid]
+    args = (a, b, out, bias, p.m, p.n, p.k, sa[1], sa[2], sb[1], sb[2], sc[1], sc[2], sa[0], sb[0], sc[0])
+    meta = dict(BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_K=c.block_k, GROUP_M=c.group_m,
+                EVEN_K=p.k % c.block_k == 0, ALLOW_TF32=False, ACC_TYPE=_acc_constexpr(acc),
+                HAS_BIAS=ops.bias is not None, num_stages=c.num_stages, num_warps=c.num_warps)
+    return lambda: kernel(*args, **meta)
+
+
+def _acc_constexpr(name: str):
+    import triton.language as tl
+
+    return {"tl.float32": tl.float32, "tl.int32": tl.int32}[name]
+
+
+def _tma_runner(p: Problem, c: Candidate, ops: Operands, num_sms: int) -> Callable[[], None]:
+    if p.op not in ("mm",):
+        raise ValueError(f"persistent TMA is only collected for mm, not {p.op}")
+    a, b, out = ops.a, ops.b, ops.out
+    a_row = a.stride(1) == 1
+    b_row = b.stride(1) == 1
+    tiles = triton.cdiv(p.m, c.block_m) * triton.cdiv(p.n, c.block_n)
+    grid = (min(num_sms, tiles),)
+    kernel = kernels.persistent_tma_mm_kernel[grid]
+    args = (a, b, out, p.m, p.n, p.k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0))
+    meta = dict(BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_K=c.block_k, GROUP_M=c.group_m, A_ROW_MAJOR=a_row,
+                B_ROW_MAJOR=b_row, NUM_SMS=num_sms, ALLOW_TF32=False, ACC_TYPE=_acc_constexpr("tl.float32"),
+                num_stages=c.num_stages, num_warps=c.num_warps)
+    return lambda: kernel(*args, **meta)
+
+
+def _decompose_k_runner(p: Problem, c: Candidate, ops: Operands) -> Callable[[], None]:
+    """Inductor's decomposeK: bmm over K chunks with fp32 output, then a sum over chunks cast back."""
+    if p.op != "mm" or p.k % c.k_split:
+        raise ValueError(f"decompose_k/k{c.k_split} needs an mm with k divisible by the split, got {p.op} k={p.k}")
+    a, b, out = ops.a, ops.b, ops.out
+    parts = p.k // c.k_split
+    partial = torch.empty((c.k_split, p.m, p.n), device=out.device, dtype=torch.float32)
+    mn = p.m * p.n
+    block = 1024
+    reduce = kernels.sum_splits_kernel[(triton.cdiv(mn, block),)]
+
+    def run() -> None:
+        a_r = torch.permute(a.reshape(p.m, c.k_split, parts), (1, 0, 2))
+        b_r = b.reshape(c.k_split, parts, p.n)
+        torch.bmm(a_r, b_r, out_dtype=torch.float32, out=partial)
+        reduce(partial, out, mn, SPLITS=c.k_split, BLOCK=block)
+
+    return run

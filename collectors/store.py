@@ -1,0 +1,71 @@
+"""Append-only, crash-safe dataset parts: a collector killed at any moment loses at most the problems it had
+not yet written, and never writes a problem twice.
+
+Each part holds whole problems (all their candidates) and appears atomically (write to ``.tmp``, then rename),
+so on restart the set of problem ids already in parts is exactly the set of finished problems.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from predictor.schema import DatasetError, read_dataset, write_dataset
+
+log = logging.getLogger(__name__)
+
+
+class PartWriter:
+    def __init__(self, folder: str | Path, prefix: str, metadata: dict[str, Any], every: int = 25) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.prefix = prefix
+        self.metadata = metadata
+        self.every = every
+        self._rows: list[dict] = []
+        self._problems = 0
+        existing = sorted(self.folder.glob(f"{prefix}-*.parquet"))
+        self._seq = 1 + max((int(p.stem.rsplit("-", 1)[1]) for p in existing), default=-1)
+
+    def add_problem(self, rows: list[dict]) -> None:
+        self._rows.extend(rows)
+        self._problems += 1
+        if self._problems >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._rows:
+            return
+        path = self.folder / f"{self.prefix}-{self._seq:05d}.parquet"
+        write_dataset(pd.DataFrame(self._rows), path, self.metadata)
+        log.debug("wrote %s (%d rows)", path, len(self._rows))
+        self._seq += 1
+        self._rows, self._problems = [], 0
+
+
+def finished_problem_ids(folder: str | Path) -> set[str]:
+    """Problem ids already stored in complete parts (``.tmp`` leftovers of a crash are ignored)."""
+    done: set[str] = set()
+    for part in sorted(Path(folder).glob("*.parquet")):
+        try:
+            done.update(pq.read_table(part, columns=["problem_id"]).column("problem_id").to_pylist())
+        except Exception as exc:
+            raise DatasetError(f"{part}: unreadable part ({exc}); move it away and rerun") from None
+    return done
+
+
+def merge_parts(folder: str | Path, dest: str | Path, metadata_update: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Concatenate all parts into one dataset file; refuses duplicate (problem, candidate) rows."""
+    df = read_dataset(folder)
+    meta = dict(df.attrs["metadata"])
+    dup = df.duplicated(["problem_id", "candidate", "collector"])
+    if dup.any():
+        raise DatasetError(f"{folder}: {int(dup.sum())} duplicate problem x candidate rows")
+    df = df.sort_values(["problem_id", "inductor_rank" if "inductor_rank" in df else "candidate"], kind="stable")
+    meta.update(metadata_update or {})
+    write_dataset(df.reset_index(drop=True), dest, meta)
+    return df

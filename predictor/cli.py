@@ -1,0 +1,123 @@
+"""``gemm-predictor``: one entry point, subcommands calling importable functions.
+
+GPU collection subcommands come from the separate ``collectors`` package, found by name at run time, so the
+runtime ``predictor`` package keeps working (and installing) without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from pathlib import Path
+
+DEFAULT_DATASET = "datasets/nvidia-h200/default.parquet"
+DEFAULT_MODEL = "models/h200-default-lgbm"
+
+
+def _ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--k must be comma-separated integers, got {text!r}") from None
+    if any(k < 1 for k in ks):
+        raise argparse.ArgumentTypeError(f"--k values must be >= 1, got {text!r}")
+    return ks
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a ranker on a dataset and save a model folder")
+    p.add_argument("--dataset", default=DEFAULT_DATASET)
+    p.add_argument("--ranker", default="lgbm")
+    p.add_argument("--out", required=True, help="model folder, e.g. models/<name>")
+    p.add_argument("--space", default="default", choices=("default", "exhaustive"))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--test-fraction", type=float, default=0.25)
+    p.add_argument("--refit-all", action="store_true", help="after measuring on the split, refit on all rows")
+
+    def run(args: argparse.Namespace) -> int:
+        from .train import train
+
+        result = train(args.dataset, args.ranker, args.out, seed=args.seed, space=args.space,
+                       test_fraction=args.test_fraction, refit_all=args.refit_all)
+        _print_metrics(result.get("metrics", result))
+        return 0
+
+    p.set_defaults(func=run)
+
+
+def _print_metrics(metrics: object) -> None:
+    import json
+
+    print(json.dumps(metrics, indent=1, default=str)[:4000])
+
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="offline accuracy of a model and every baseline; writes a report")
+    p.add_argument("--model", default=DEFAULT_MODEL)
+    p.add_argument("--dataset", default=DEFAULT_DATASET)
+    p.add_argument("--space", default="default", choices=("default", "exhaustive"))
+    p.add_argument("--k", type=_ks, default=(1, 2, 3, 5, 8, 10))
+    p.add_argument("--split", default="test", choices=("test", "all"), help="held-out groups only, or every row")
+    p.add_argument("--compare-model", action="append", default=[], help="another model folder to show beside it")
+    p.add_argument("--out", default="reports/default")
+
+    def run(args: argparse.Namespace) -> int:
+        from .evaluate import run_evaluation
+
+        run_evaluation(args.model, args.dataset, args.out, space=args.space, ks=args.k, split=args.split,
+                       compare_models=args.compare_model, command=" ".join(["gemm-predictor", *sys.argv[1:]]))
+        return 0
+
+    p.set_defaults(func=run)
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="compare two evaluation results (metrics.json) side by side")
+    p.add_argument("--compare", nargs=2, required=True, metavar=("A", "B"), help="two metrics.json files or report dirs")
+    p.add_argument("--labels", nargs=2, default=None)
+
+    def run(args: argparse.Namespace) -> int:
+        from .evaluate import compare
+
+        _, markdown = compare(args.compare[0], args.compare[1], labels=args.labels)
+        print(markdown)
+        return 0
+
+    p.set_defaults(func=run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gemm-predictor", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_train(sub)
+    _add_evaluate(sub)
+    _add_report(sub)
+    try:
+        importlib.import_module("collectors.cli").register(sub)
+    except ModuleNotFoundError:
+        p = sub.add_parser("collect", help="(needs the collectors package from the repository)")
+        p.set_defaults(func=lambda args: _fail("collect needs the 'collectors' package: run from a repository checkout"))
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"gemm-predictor: error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError, RuntimeError, KeyError) as exc:
+        # every user-facing error is one line naming the file or value
+        return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
