@@ -76,11 +76,11 @@ def mm_kernel(
 
 @triton.jit(do_not_specialize=["M", "N", "K"])
 def persistent_tma_mm_kernel(
-    A, B, C, M, N, K,
+    A, B, C, BIAS, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     A_ROW_MAJOR: tl.constexpr, B_ROW_MAJOR: tl.constexpr, NUM_SMS: tl.constexpr,
-    ALLOW_TF32: tl.constexpr, ACC_TYPE: tl.constexpr,
+    ALLOW_TF32: tl.constexpr, ACC_TYPE: tl.constexpr, HAS_BIAS: tl.constexpr,
 ):
     start_pid = tl.program_id(0)
     grid_m = tl.cdiv(M, BLOCK_M)
@@ -114,6 +114,9 @@ def persistent_tma_mm_kernel(
             a = tl.load_tensor_descriptor(a_desc, [rm, rk] if A_ROW_MAJOR else [rk, rm])
             b = tl.load_tensor_descriptor(b_desc, [rk, rn] if B_ROW_MAJOR else [rn, rk])
             acc += tl.dot(a if A_ROW_MAJOR else a.T, b if B_ROW_MAJOR else b.T, allow_tf32=ALLOW_TF32)
+        if HAS_BIAS:  # addmm epilogue
+            rcn = rn + tl.arange(0, BLOCK_N)
+            acc += tl.load(BIAS + rcn, mask=rcn < N, other=0).to(ACC_TYPE)[None, :]
         tl.store_tensor_descriptor(c_desc, [rm, rn], acc.to(C.dtype.element_ty))
 
 

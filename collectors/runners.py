@@ -112,18 +112,19 @@ def _acc_constexpr(name: str):
 
 
 def _tma_runner(p: Problem, c: Candidate, ops: Operands, num_sms: int) -> Callable[[], None]:
-    if p.op not in ("mm",):
-        raise ValueError(f"persistent TMA is only collected for mm, not {p.op}")
+    if p.op not in ("mm", "addmm"):
+        raise ValueError(f"persistent TMA is offered for mm and addmm only, not {p.op}")
     a, b, out = ops.a, ops.b, ops.out
     a_row = a.stride(1) == 1
     b_row = b.stride(1) == 1
     tiles = triton.cdiv(p.m, c.block_m) * triton.cdiv(p.n, c.block_n)
     grid = (min(num_sms, tiles),)
     kernel = kernels.persistent_tma_mm_kernel[grid]
-    args = (a, b, out, p.m, p.n, p.k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0))
+    bias = ops.bias if ops.bias is not None else out
+    args = (a, b, out, bias, p.m, p.n, p.k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0))
     meta = dict(BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_K=c.block_k, GROUP_M=c.group_m, A_ROW_MAJOR=a_row,
                 B_ROW_MAJOR=b_row, NUM_SMS=num_sms, ALLOW_TF32=False, ACC_TYPE=_acc_constexpr("tl.float32"),
-                num_stages=c.num_stages, num_warps=c.num_warps)
+                HAS_BIAS=ops.bias is not None, num_stages=c.num_stages, num_warps=c.num_warps)
     return lambda: kernel(*args, **meta)
 
 
