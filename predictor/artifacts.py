@@ -1,0 +1,302 @@
+"""A trained model is a folder ``models/<name>/``: the model file, ``metadata.json`` and ``MODEL_CARD.md``.
+
+The model file is LightGBM's text format for LightGBM rankers (readable, not version-bound) and joblib
+for the others. ``metadata.json`` records what the model needs and promises: schema version, ranker
+name and hyper-parameters, the ordered feature names, the candidate space, the dataset (path and
+sha256), held-out metrics, library versions, the device it was trained for and the model file's sha256.
+
+``load_model`` checks everything it can before it trusts the folder: the sha256 of the model file is
+verified before anything is unpickled or parsed, a feature list or schema from another version of this
+library is refused, and so is a model made for another GPU. Every refusal is a one-line ``ModelError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import io
+import json
+import logging
+import math
+import os
+import platform
+import shutil
+from datetime import datetime, timezone
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .device import DeviceInfo
+from .features import FEATURE_NAMES
+from .schema import SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+ARTIFACT_VERSION = 1
+METADATA_FILE = "metadata.json"
+CARD_FILE = "MODEL_CARD.md"
+LGBM_FILE = "model.lgbm.txt"
+JOBLIB_FILE = "model.joblib"
+_LIBRARIES = ("gemm-predictor", "lightgbm", "scikit-learn", "numpy", "pandas", "pyarrow", "joblib")
+
+
+class ModelError(ValueError):
+    """A model folder that cannot be used here: missing, corrupt, tampered with, or made for something else."""
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:160] if text else ''}"
+
+
+def library_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in _LIBRARIES:
+        try:
+            versions[name] = importlib_metadata.version(name)
+        except importlib_metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON types for metadata (numpy scalars/arrays, paths); NaN/inf become null (strict JSON)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [_jsonable(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(f"metadata value {value!r} of type {type(value).__name__} is not JSON-serialisable")
+
+
+def _params(ranker) -> dict[str, Any]:
+    """Hyper-parameters: sklearn's ``get_params`` or, for a plain class, its ``__init__`` arguments."""
+    if hasattr(ranker, "get_params"):
+        return ranker.get_params()
+    names = [p for p in inspect.signature(type(ranker).__init__).parameters if p != "self"]
+    return {name: getattr(ranker, name) for name in names if hasattr(ranker, name)}
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _serialise(ranker) -> tuple[str, bytes]:
+    booster = getattr(ranker, "booster_", None)
+    if booster is not None:
+        return LGBM_FILE, booster.model_to_string().encode()
+    import joblib
+
+    buffer = io.BytesIO()
+    joblib.dump(ranker, buffer)
+    return JOBLIB_FILE, buffer.getvalue()
+
+
+def save_model(ranker, folder: str | Path, metadata: dict[str, Any]) -> Path:
+    """Write ``ranker`` (fitted) with ``metadata`` (must hold the ``device`` section) to ``folder``.
+
+    The caller's metadata (dataset, space, metrics, ...) is kept; this adds schema/artifact versions,
+    the ranker's name and hyper-parameters, the feature names, library versions and the model sha256.
+    The folder is written next to its final place and swapped in, so a crash leaves the old model."""
+    folder = Path(folder)
+    if hasattr(ranker, "__sklearn_is_fitted__") and not ranker.__sklearn_is_fitted__():
+        raise ModelError(f"{folder}: ranker {ranker.name!r} is not fitted; call fit first")
+    try:
+        device = DeviceInfo.from_metadata(metadata)
+    except ValueError as exc:
+        raise ModelError(f"{folder}: {exc}") from None
+    model_file, payload = _serialise(ranker)
+    meta = {
+        **metadata,
+        "artifact_version": ARTIFACT_VERSION,
+        "schema_version": SCHEMA_VERSION,
+        "ranker": {"name": ranker.name, "class": type(ranker).__name__, "params": _params(ranker)},
+        "feature_names": list(FEATURE_NAMES),
+        "space": metadata.get("space", "default"),
+        "device": device.to_dict(),
+        "libraries": library_versions(),
+        "created_utc": metadata.get("created_utc") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "model_file": model_file,
+        "model_sha256": _sha256(payload),
+    }
+    meta = _jsonable(meta)
+    text = json.dumps(meta, indent=2) + "\n"
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = folder.with_name(f".{folder.name}.tmp{os.getpid()}")
+    old = folder.with_name(f".{folder.name}.old{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    (tmp / model_file).write_bytes(payload)
+    (tmp / CARD_FILE).write_text(model_card(meta))
+    (tmp / METADATA_FILE).write_text(text)
+    if folder.exists():
+        folder.rename(old)
+    tmp.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
+    log.info("saved %s model to %s (sha256 %s)", ranker.name, folder, meta["model_sha256"][:12])
+    return folder
+
+
+def read_metadata(folder: str | Path) -> dict[str, Any]:
+    """The folder's metadata.json, unchecked beyond being a JSON object."""
+    path = Path(folder) / METADATA_FILE
+    if not path.is_file():
+        raise ModelError(f"{folder}: no model here ({METADATA_FILE} missing)")
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{path}: unreadable ({_one_line(exc)})") from None
+    if not isinstance(meta, dict):
+        raise ModelError(f"{path}: not a JSON object")
+    return meta
+
+
+def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
+    """Load ``(ranker, metadata)`` from a model folder after checking it; see the module docstring.
+
+    ``expect_device``: the GPU the model will rank for; a model trained on another GPU (name or compute
+    capability) is refused. The ranker scores with ``DeviceInfo.from_metadata(metadata)``."""
+    folder = Path(folder)
+    meta = read_metadata(folder)
+    where = str(folder)
+    if meta.get("artifact_version") != ARTIFACT_VERSION:
+        raise ModelError(f"{where}: artifact version {meta.get('artifact_version')!r}, this library reads {ARTIFACT_VERSION}")
+    if meta.get("schema_version") != SCHEMA_VERSION:
+        raise ModelError(f"{where}: trained on dataset schema {meta.get('schema_version')!r}, "
+                         f"this library reads {SCHEMA_VERSION}; retrain it")
+    names = meta.get("feature_names")
+    if names != list(FEATURE_NAMES):
+        if not isinstance(names, list):
+            raise ModelError(f"{where}: metadata has no feature_names list")
+        first = next((i for i, (a, b) in enumerate(zip(names, FEATURE_NAMES, strict=False)) if a != b),
+                     min(len(names), len(FEATURE_NAMES)))
+        theirs = names[first] if first < len(names) else "(end)"
+        ours = FEATURE_NAMES[first] if first < len(FEATURE_NAMES) else "(end)"
+        raise ModelError(f"{where}: model uses {len(names)} features, this library computes {len(FEATURE_NAMES)}; "
+                         f"they differ from #{first} ({theirs!r} vs {ours!r}); retrain it")
+    try:
+        device = DeviceInfo.from_metadata(meta)
+    except (TypeError, ValueError) as exc:
+        raise ModelError(f"{where}: {_one_line(exc)}") from None
+    if expect_device is not None and not device.same_gpu(expect_device):
+        raise ModelError(f"{where}: model was trained for {device.gpu} (cc {device.cc}); "
+                         f"this device is {expect_device.gpu} (cc {expect_device.cc})")
+
+    from .rankers import make_ranker
+
+    spec = meta.get("ranker")
+    if not isinstance(spec, dict) or not isinstance(spec.get("params", {}), dict):
+        raise ModelError(f"{where}: metadata has no ranker section")
+    try:
+        ranker = make_ranker(spec.get("name"), **spec.get("params", {}))
+    except (TypeError, ValueError) as exc:
+        raise ModelError(f"{where}: {_one_line(exc)}") from None
+
+    model_file = meta.get("model_file")
+    if model_file not in (LGBM_FILE, JOBLIB_FILE):
+        raise ModelError(f"{where}: unknown model file {model_file!r}")
+    path = folder / model_file
+    try:
+        payload = path.read_bytes()
+    except OSError as exc:
+        raise ModelError(f"{path}: unreadable ({_one_line(exc)})") from None
+    digest = _sha256(payload)
+    if digest != meta.get("model_sha256"):
+        raise ModelError(f"{path}: sha256 {digest[:12]}... does not match the metadata's "
+                         f"{str(meta.get('model_sha256'))[:12]}...; the file is corrupt or was changed")
+
+    try:
+        if model_file == LGBM_FILE:
+            import lightgbm as lgb
+
+            if not hasattr(ranker, "_set_booster"):
+                raise TypeError(f"ranker {ranker.name!r} does not take a LightGBM model")
+            ranker._set_booster(lgb.Booster(model_str=payload.decode()))
+        else:
+            import joblib
+
+            loaded = joblib.load(io.BytesIO(payload))
+            if type(loaded) is not type(ranker):
+                raise TypeError(f"file holds a {type(loaded).__name__}, metadata says {type(ranker).__name__}")
+            if list(getattr(loaded, "feature_names_in_", FEATURE_NAMES)) != list(FEATURE_NAMES):
+                raise TypeError("the model's own feature names differ from this library's")
+            ranker = loaded
+    except Exception as exc:  # anything the model libraries raise on a bad file, as one line
+        raise ModelError(f"{path}: cannot load ({_one_line(exc)})") from None
+
+    here = library_versions()
+    trained = meta.get("libraries", {})
+    differ = {k: (trained.get(k), here[k]) for k in ("lightgbm", "scikit-learn") if trained.get(k) != here[k]}
+    if differ:
+        log.warning("%s: trained with %s; running with %s", where,
+                    ", ".join(f"{k} {a}" for k, (a, _) in differ.items()), ", ".join(f"{k} {b}" for k, (_, b) in differ.items()))
+    return ranker, meta
+
+
+def _metrics_table(metrics: dict[str, dict[str, float]], ks=(1, 2, 3, 5, 8, 10)) -> str:
+    if not metrics:
+        return "(none recorded)\n"
+    header = "| ranker | " + " | ".join(f"oracle@{k}" for k in ks) + " | p5@1 | hit@1 |"
+    lines = [header, "|" + "---|" * (len(ks) + 3)]
+    for name, values in metrics.items():
+        cells = [values.get(f"oracle@{k}") for k in ks] + [values.get("p5@1"), values.get("hit@1")]
+        lines.append(f"| {name} | " + " | ".join("-" if v is None else f"{v:.3f}" for v in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def model_card(meta: dict[str, Any]) -> str:
+    """A short human-readable card from the metadata (what, trained on what, how good, where it applies)."""
+    device = meta.get("device", {})
+    dataset = meta.get("dataset", {})
+    metrics = meta.get("metrics", {})
+    ranker = meta.get("ranker", {})
+    heldout = metrics.get("heldout", {})
+    split = meta.get("split", {})
+    lines = [
+        f"# Model card: {meta.get('name', ranker.get('name', 'model'))}",
+        "",
+        f"Ranks PyTorch Inductor GEMM candidates (space `{meta.get('space', 'default')}`) so that max-autotune "
+        "benchmarks only the top k. Higher score = predicted faster.",
+        "",
+        "## Model",
+        f"- ranker: `{ranker.get('name')}` ({ranker.get('class')}), "
+        f"hyper-parameters `{json.dumps(ranker.get('params', {}), sort_keys=True)}`",
+        f"- {len(meta.get('feature_names', []))} features (`predictor.features.FEATURE_NAMES`), "
+        f"dataset schema {meta.get('schema_version')}",
+        f"- model file `{meta.get('model_file')}`, sha256 `{meta.get('model_sha256')}`",
+        f"- refit on all rows after evaluation: {bool(meta.get('refit_all', False))}",
+        "",
+        "## Trained on",
+        f"- dataset `{dataset.get('path')}` (sha256 `{str(dataset.get('sha256'))[:16]}...`): "
+        f"{dataset.get('problems', '?')} problems, {dataset.get('rows', '?')} rows, collectors {dataset.get('collectors', '?')}",
+        f"- measured with torch {dataset.get('torch', '?')}, triton {dataset.get('triton', '?')}",
+        f"- split by problem group, seed {split.get('seed', '?')}: {split.get('train_problems', '?')} train / "
+        f"{split.get('test_problems', '?')} held-out problems",
+        "",
+        "## Intended GPU",
+        f"- {device.get('gpu')} (compute capability {device.get('cc')}), {device.get('sm_count')} SMs; "
+        "`load_model` refuses any other GPU.",
+        "",
+        "## Held-out metrics (fraction of the best time reached by the best of the top k; geometric mean)",
+        _metrics_table(heldout),
+        "## Limitations",
+        "- Valid only for the GPU above and for the Inductor candidate lists of the torch/triton versions it "
+        "was measured with; a new torch may offer candidates the model never saw.",
+        "- Shapes far outside the training corpus (families, dtypes, sizes) are extrapolation; check the "
+        "per-family metrics of `predictor evaluate` before relying on it there.",
+        "- Labels are kernel times with a flushed L2; warm-L2 steady state can order small GEMMs differently.",
+        "",
+    ]
+    return "\n".join(lines)

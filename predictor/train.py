@@ -1,0 +1,200 @@
+"""Train a ranker on a dataset, measure it on held-out problem groups, and save it as a model folder.
+
+``train`` is what ``gemm-predictor train`` calls: read + validate the dataset, split by problem group
+(``predictor.split``), fit on the training side, score the held-out side with the ranker and the
+baselines, optionally refit on every row for the shipped model, and save the artifact.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from .device import DeviceInfo
+from .evaluate import KS, RANDOM, per_problem_fraction, random_expectation, summarise
+from .rankers import BASELINES, RANKERS, make_ranker
+from .schema import file_sha256, read_dataset
+from .split import groups_of, split_by_group
+
+log = logging.getLogger(__name__)
+
+SPACES = ("default", "exhaustive")
+
+
+# --- metrics: the official definitions live in predictor.evaluate ------------------------------------------
+
+def evaluate_ranker(ranker, rows: pd.DataFrame, device: DeviceInfo, ks: Iterable[int] = KS) -> dict[str, float]:
+    """{"problems", "oracle@k", "p5@k", "hit@k", "failed@k"} of a fitted ranker over ``rows``, computed with
+    ``predictor.evaluate`` (the ``random`` ranker is reported by its exact expectation, as there)."""
+    summary: dict[str, float] = {}
+    is_random = getattr(ranker, "name", None) == RANDOM
+    scores = None if is_random else ranker.score(rows, device)
+    for k in ks:
+        if is_random:
+            expected = random_expectation(rows, k)
+            stats = summarise(expected["fraction"], expected["hit"])
+        else:
+            stats = summarise(per_problem_fraction(rows, scores, k))
+        summary["problems"] = stats["n"]
+        summary.update({f"oracle@{k}": stats["oracle"], f"p5@{k}": stats["p5"], f"hit@{k}": stats["hit"],
+                        f"failed@{k}": stats["failed"]})
+    return summary
+
+
+# --- training ------------------------------------------------------------------------------------------
+
+def _select_space(rows: pd.DataFrame, space: str) -> pd.DataFrame:
+    """Rows of the requested candidate space: the ``space`` column when present, else the file metadata's
+    ``space`` must agree (the same rule as ``predictor.evaluate``)."""
+    if space not in SPACES:
+        raise ValueError(f"unknown space {space!r}; expected one of {', '.join(SPACES)}")
+    if "space" not in rows.columns:
+        declared = rows.attrs.get("metadata", {}).get("space")
+        if declared is not None and declared != space:
+            raise ValueError(f"dataset was collected for space {declared!r}, not {space!r}")
+        return rows
+    chosen = rows[rows["space"].astype(str) == space]
+    if chosen.empty:
+        raise ValueError(f"dataset has no rows of space {space!r} (it holds {sorted(map(str, rows['space'].unique()))})")
+    return chosen
+
+
+def _takes_seed(name: str) -> bool:
+    cls = RANKERS.get(name)
+    return cls is not None and "seed" in inspect.signature(cls.__init__).parameters
+
+
+def _baselines(rows: pd.DataFrame) -> list[str]:
+    names = [b for b in BASELINES if b not in ("inductor_order", "aten_only") or "inductor_rank" in rows.columns]
+    return names
+
+
+def _dataset_summary(path: Path, rows: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "path": str(path),
+        "sha256": file_sha256(path),
+        "rows": int(len(rows)),
+        "ok_rows": int((rows["status"] == "ok").sum()),
+        "problems": int(rows["problem_id"].nunique()),
+        "collectors": sorted(map(str, rows["collector"].unique())),
+        "gpu": meta.get("gpu"), "cc": meta.get("cc"), "torch": meta.get("torch"), "triton": meta.get("triton"),
+        "corpus_sha256": meta.get("corpus_sha256"),
+    }
+
+
+def load_training_rows(dataset: str | Path, space: str = "default") -> tuple[pd.DataFrame, DeviceInfo, dict[str, Any]]:
+    """Read a dataset, keep the requested space, and build the device it was measured on."""
+    rows = read_dataset(dataset)
+    meta = rows.attrs.get("metadata", {})
+    device = DeviceInfo.from_metadata(meta)
+    return _select_space(rows, space), device, meta
+
+
+def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = None, seed: int = 0,
+          space: str = "default", test_fraction: float = 0.25, refit_all: bool = False,
+          params: dict[str, Any] | None = None, progress: bool = True) -> dict[str, Any]:
+    """Fit ``ranker`` on ``dataset`` and save it to ``out`` (default ``models/<ranker>``); return the metadata.
+
+    Held-out metrics always come from the fit on the training split. With ``refit_all`` the saved model is
+    then refit on every row (train + held-out) with the same hyper-parameters and seed, which is what
+    to ship once the hyper-parameters are chosen; the metadata records which one was saved."""
+    dataset = Path(dataset)
+    out = Path(out) if out is not None else Path("models") / ranker
+    params = dict(params or {})
+    if _takes_seed(ranker) and "seed" not in params:
+        params["seed"] = seed
+    started = time.perf_counter()
+    steps = tqdm(total=5 if refit_all else 4, desc=f"train {ranker}", unit="step", disable=not progress)
+
+    steps.set_postfix_str("read")
+    rows, device, meta = load_training_rows(dataset, space)
+    log.info("%s: %d rows, %d problems, space %s, device %s", dataset, len(rows), rows["problem_id"].nunique(), space, device.gpu)
+    train_rows, test_rows = split_by_group(rows, test_fraction=test_fraction, seed=seed)
+    log.info("split (seed %d): %d train / %d held-out problems", seed, train_rows["problem_id"].nunique(),
+             test_rows["problem_id"].nunique())
+    steps.update()
+
+    steps.set_postfix_str("fit")
+    model = make_ranker(ranker, **params).fit(train_rows, device)
+    steps.update()
+
+    steps.set_postfix_str("evaluate")
+    heldout = {model.name: evaluate_ranker(model, test_rows, device)}
+    for name in _baselines(rows):
+        heldout[name] = evaluate_ranker(make_ranker(name), test_rows, device)
+    training = evaluate_ranker(model, train_rows, device)
+    steps.update()
+    log.info("held-out oracle@1 %.3f (train %.3f), oracle@5 %.3f; baselines: %s", heldout[model.name]["oracle@1"],
+             training["oracle@1"], heldout[model.name]["oracle@5"],
+             ", ".join(f"{n} {m['oracle@1']:.3f}" for n, m in heldout.items() if n != model.name))
+
+    if refit_all:
+        steps.set_postfix_str("refit on all rows")
+        model = make_ranker(ranker, **params).fit(rows, device)
+        steps.update()
+
+    steps.set_postfix_str("save")
+    from .artifacts import save_model
+
+    metadata = {
+        "name": out.name,
+        "space": space,
+        "seed": seed,
+        # flat keys predictor.evaluate.run_evaluation reads to rebuild the same split
+        "split_seed": seed,
+        "test_fraction": test_fraction,
+        "dataset_sha256": None,
+        "refit_all": refit_all,
+        "dataset": _dataset_summary(dataset, rows, meta),
+        "split": {
+            "method": "predictor.split.split_by_group", "seed": seed, "test_fraction": test_fraction,
+            "train_problems": int(train_rows["problem_id"].nunique()),
+            "test_problems": int(test_rows["problem_id"].nunique()),
+            "test_groups": sorted(map(str, groups_of(test_rows).unique())),
+        },
+        "fitted_on": "all rows" if refit_all else "training split",
+        "metrics": {"train": training, "heldout": heldout, "definition": "predictor.evaluate (DESIGN.md, Ranking and metrics)"},
+        "train_seconds": round(time.perf_counter() - started, 3),
+        "device": device.to_dict(),
+    }
+    metadata["dataset_sha256"] = metadata["dataset"]["sha256"]
+    save_model(model, out, metadata)
+    steps.update()
+    steps.close()
+    from .artifacts import read_metadata
+
+    return read_metadata(out)
+
+
+def compare_rankers(dataset: str | Path | pd.DataFrame, names: Iterable[str] = ("lgbm_rank", "lgbm_reg", "tree"),
+                    seed: int = 0, space: str = "default", test_fraction: float = 0.25,
+                    device: DeviceInfo | None = None, params: dict[str, dict[str, Any]] | None = None,
+                    progress: bool = True) -> pd.DataFrame:
+    """Held-out metrics of several rankers (and the baselines) on one group split: a table, one row per ranker.
+
+    How the default ``lgbm`` was chosen; rerun it when a new dataset arrives. ``dataset`` may be a path
+    or already-loaded rows (then ``device`` is required)."""
+    if isinstance(dataset, pd.DataFrame):
+        if device is None:
+            raise ValueError("compare_rankers on a DataFrame needs the device")
+        rows = _select_space(dataset, space)
+    else:
+        rows, device, _ = load_training_rows(dataset, space)
+    train_rows, test_rows = split_by_group(rows, test_fraction=test_fraction, seed=seed)
+    results = {}
+    for name in tqdm([*names, *_baselines(rows)], desc="compare", disable=not progress):
+        extra = dict((params or {}).get(name, {}))
+        if _takes_seed(name) and "seed" not in extra:
+            extra["seed"] = seed
+        ranker = make_ranker(name, **extra)
+        started = time.perf_counter()
+        ranker.fit(train_rows, device)
+        fit_s = time.perf_counter() - started
+        results[name] = {**evaluate_ranker(ranker, test_rows, device), "fit_s": round(fit_s, 3)}
+    return pd.DataFrame(results).T
