@@ -103,7 +103,9 @@ def compile_key(p: Problem, c: Candidate) -> tuple | None:
             c.num_stages, c.num_warps, p.k % c.block_k == 0 if c.family == "triton_mm" else None,
             _int_class(k_stride_a), _int_class(n_stride_b), _int_class(p.n),
             _int_class(p.m * p.k) if batched else 0, _int_class(p.k * p.n) if batched else 0,
-            _int_class(p.m * p.n) if batched else 0)
+            _int_class(p.m * p.n) if batched else 0,
+            *((p.m >= c.block_m and p.k > 1, p.n >= c.block_n and p.k > 1)  # mm's contiguity hints (dense layouts)
+              if c.family == "triton_mm" else (None, None)))
 
 
 def _warm_one(key: tuple, num_sms: int) -> str | None:
@@ -114,7 +116,7 @@ def _warm_one(key: tuple, num_sms: int) -> str | None:
     from . import kernels
     from .runners import TORCH_DTYPES
 
-    (family, op, dtype, la, lb, bm, bn, bk, gm, stages, warps, even_k, sa, sb, sn, sab, sbb, scb) = key
+    (family, op, dtype, la, lb, bm, bn, bk, gm, stages, warps, even_k, sa, sb, sn, sab, sbb, scb, a_hint, b_hint) = key
     dev = torch.device("cuda")
     t = TORCH_DTYPES[dtype]
     out_t = torch.int32 if dtype == "int8" else t
@@ -137,7 +139,8 @@ def _warm_one(key: tuple, num_sms: int) -> str | None:
                 a, b, c, c, 1, 1, 1, *strides_a, *strides_b, sn, 1,
                 sab if batched else 0, sbb if batched else 0, scb if batched else 0,
                 BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, EVEN_K=even_k, ALLOW_TF32=False, ACC_TYPE=acc,
-                HAS_BIAS=op == "addmm", num_stages=stages, num_warps=warps, grid=(1,))
+                HAS_BIAS=op == "addmm", A_CONTIGUOUS_M=a_hint, B_CONTIGUOUS_N=b_hint, num_stages=stages,
+                num_warps=warps, grid=(1,))
     except Exception as exc:  # the timing pass records the real status; here we only warm the cache
         return f"{type(exc).__name__}: {str(exc)[:200]}"
     return None
@@ -210,7 +213,8 @@ def measure_problem(p: Problem, candidates: list[Candidate], device: Any, flush:
             run()
             torch.cuda.synchronize()
             err = relative_error(ops.out, ops.reference)
-            if not err <= REL_TOLERANCE[p.dtype] * (1 if p.dtype != "float32" else max(1.0, p.k / 1024)):
+            # rounding error of long reductions grows with k (cuBLAS split-K, fp16 partials)
+            if not err <= REL_TOLERANCE[p.dtype] * max(1.0, p.k / 4096):
                 rec["status"] = "wrong_result"
                 log.warning("%s %s: wrong result (relative error %.3g)", p.problem_id, c.key, err)
             else:

@@ -38,11 +38,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--filter", default=None)
     q.add_argument("--limit", type=int, default=None)
     q.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many problems")
+    q.add_argument("--ids", default=None, help="file with one problem_id per line: collect exactly these, in order")
 
     def run_inductor(args: argparse.Namespace) -> int:
         from .inductor import run_inductor_collection
 
-        n = run_inductor_collection(args.corpus, args.out, query=args.filter, limit=args.limit, sample=args.sample)
+        ids = None
+        if args.ids:
+            with open(args.ids) as handle:
+                ids = [line.strip() for line in handle if line.strip()]
+        n = run_inductor_collection(args.corpus, args.out, query=args.filter, limit=args.limit, sample=args.sample,
+                                    ids=ids)
         print(json.dumps({"problems": n}))
         return 0
 

@@ -136,7 +136,7 @@ def collect_inductor(problems: Any, out: str, gpu_name: str, cc: str, metadata: 
 
 
 def run_inductor_collection(corpus: str, out: str, query: str | None = None, limit: int | None = None,
-                            sample: int | None = None, seed: int = 0) -> int:
+                            sample: int | None = None, seed: int = 0, ids: list[str] | None = None) -> int:
     """CLI entry: choose problems from the corpus and autotune them with Inductor (device metadata as bulk)."""
     import torch
     import triton
@@ -149,6 +149,12 @@ def run_inductor_collection(corpus: str, out: str, query: str | None = None, lim
     if not torch.cuda.is_available():
         raise RuntimeError("collect-inductor needs a CUDA GPU and none is visible")
     problems = select_problems(corpus, Shard(0, 1), out, query, None)
+    if ids is not None:
+        unknown = sorted(set(ids) - set(load_corpus(corpus).problem_id))
+        if unknown:
+            raise ValueError(f"--ids: {len(unknown)} ids are not in {corpus} (first: {unknown[0]})")
+        pending = set(problems.problem_id)
+        problems = problems.set_index("problem_id", drop=False).loc[[i for i in ids if i in pending]]
     if sample is not None and sample < len(problems):
         problems = problems.sample(n=sample, random_state=seed)
     Path(out).mkdir(parents=True, exist_ok=True)

@@ -20,13 +20,15 @@ def mm_kernel(
     stride_ab, stride_bb, stride_cb,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     EVEN_K: tl.constexpr, ALLOW_TF32: tl.constexpr, ACC_TYPE: tl.constexpr, HAS_BIAS: tl.constexpr,
+    A_CONTIGUOUS_M: tl.constexpr, B_CONTIGUOUS_N: tl.constexpr,
 ):
-    # batch (bmm) is grid axis 1, as in Inductor's bmm template; strides are 0 for plain mm
+    # batch (bmm) is grid axis 1, as in Inductor's bmm template; strides are 0 for plain mm. The batch offset
+    # is 64-bit; everything inside one matrix is int32, as Inductor's INDEX_DTYPE is for operands < 2**31.
     bid = tl.program_id(1).to(tl.int64)
     A += bid * stride_ab
     B += bid * stride_bb
     C += bid * stride_cb
-    pid = tl.program_id(0).to(tl.int64)
+    pid = tl.program_id(0)
     grid_m = (M + BLOCK_M - 1) // BLOCK_M
     grid_n = (N + BLOCK_N - 1) // BLOCK_N
 
@@ -39,11 +41,14 @@ def mm_kernel(
 
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    if ((stride_am == 1 and stride_ak == M) or (stride_am == K and stride_ak == 1)) and (M >= BLOCK_M and K > 1):
+    # Inductor decides these at codegen time from constant sizes and strides; a runtime `if` would merge both
+    # branches and lose the contiguity hints (scalar loads, ~13x slower for row-major B), so the host decides
+    # with the same condition and passes constexprs.
+    if A_CONTIGUOUS_M:
         offs_a_m = tl.max_contiguous(tl.multiple_of(rm % M, BLOCK_M), BLOCK_M)
     else:
         offs_a_m = rm % M
-    if ((stride_bk == 1 and stride_bn == K) or (stride_bk == N and stride_bn == 1)) and (N >= BLOCK_N and K > 1):
+    if B_CONTIGUOUS_N:
         offs_b_n = tl.max_contiguous(tl.multiple_of(rn % N, BLOCK_N), BLOCK_N)
     else:
         offs_b_n = rn % N

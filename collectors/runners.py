@@ -99,10 +99,20 @@ def _mm_runner(p: Problem, c: Candidate, ops: Operands) -> Callable[[], None]:
     bias = ops.bias if ops.bias is not None else out
     kernel = kernels.mm_kernel[grid]
     args = (a, b, out, bias, p.m, p.n, p.k, sa[1], sa[2], sb[1], sb[2], sc[1], sc[2], sa[0], sb[0], sc[0])
+    a_hint, b_hint = contiguity_hints(p.m, p.n, p.k, sa[1], sa[2], sb[1], sb[2], c.block_m, c.block_n)
     meta = dict(BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_K=c.block_k, GROUP_M=c.group_m,
                 EVEN_K=p.k % c.block_k == 0, ALLOW_TF32=False, ACC_TYPE=_acc_constexpr(acc),
-                HAS_BIAS=ops.bias is not None, num_stages=c.num_stages, num_warps=c.num_warps)
+                HAS_BIAS=ops.bias is not None, A_CONTIGUOUS_M=a_hint, B_CONTIGUOUS_N=b_hint,
+                num_stages=c.num_stages, num_warps=c.num_warps)
     return lambda: kernel(*args, **meta)
+
+
+def contiguity_hints(m: int, n: int, k: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int,
+                     block_m: int, block_n: int) -> tuple[bool, bool]:
+    """Inductor's mm template condition for promising contiguous, aligned row/column offsets."""
+    a = ((stride_am == 1 and stride_ak == m) or (stride_am == k and stride_ak == 1)) and (m >= block_m and k > 1)
+    b = ((stride_bk == 1 and stride_bn == k) or (stride_bk == n and stride_bn == 1)) and (n >= block_n and k > 1)
+    return bool(a), bool(b)
 
 
 def _acc_constexpr(name: str):
