@@ -275,6 +275,11 @@ def collect_worker(corpus: str, out: str, space: str, shard: Shard, gpu: int, re
 
     from .timing import L2Flusher
 
+    import signal
+    import sys
+
+    # `timeout`/`kill` send SIGTERM: turn it into SystemExit so collect_loop's finally writes finished problems
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     torch.cuda.set_device(gpu)
     dev = torch.device("cuda", gpu)
     device_info = DeviceInfo.from_metadata(json.loads((Path(out) / "device.json").read_text()))

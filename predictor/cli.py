@@ -14,6 +14,7 @@ from pathlib import Path
 
 DEFAULT_DATASET = "datasets/nvidia-h200/default.parquet"
 DEFAULT_MODEL = "models/h200-default-lgbm"
+DEFAULT_COMPARE = ("models/h200-default-tree",)  # the other shipped ranker, shown beside the default
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -60,14 +61,22 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--space", default="default", choices=("default", "exhaustive"))
     p.add_argument("--k", type=_ks, default=(1, 2, 3, 5, 8, 10))
     p.add_argument("--split", default="test", choices=("test", "all"), help="held-out groups only, or every row")
-    p.add_argument("--compare-model", action="append", default=[], help="another model folder to show beside it")
+    p.add_argument("--compare-model", action="append", default=None,
+                   help=f"another model folder to show beside it (default: {', '.join(DEFAULT_COMPARE)})")
     p.add_argument("--out", default="reports/default")
 
     def run(args: argparse.Namespace) -> int:
         from .evaluate import run_evaluation
 
+        compare = args.compare_model
+        if compare is None:  # the shipped default: show the other shipped ranker when it is there
+            compare = [m for m in DEFAULT_COMPARE if Path(m).is_dir() and Path(m).resolve() != Path(args.model).resolve()]
         run_evaluation(args.model, args.dataset, args.out, space=args.space, ks=args.k, split=args.split,
-                       compare_models=args.compare_model, command=" ".join(["gemm-predictor", *sys.argv[1:]]))
+                       compare_models=compare, command=" ".join(["gemm-predictor", *sys.argv[1:]]))
+        report = (Path(args.out) / "report.md").read_text()
+        headline = report.split("## Headline", 1)[1].split("\n## ", 1)[0]
+        print("Headline" + headline.rstrip())
+        print(f"\nfull report: {Path(args.out) / 'report.md'} (plots beside it)")
         return 0
 
     p.set_defaults(func=run)

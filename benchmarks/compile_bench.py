@@ -1,0 +1,215 @@
+"""End-to-end: plain torch.compile vs full max-autotune vs max-autotune pruned by the predictor hook (GPU).
+
+    python benchmarks/compile_bench.py --gemms 24 --ks 1,3,5,8 --out docs/benchmarks/h200
+
+For GEMMs from the shipped model's held-out problem groups (shapes it never trained on) it compiles each in
+every mode with fresh caches and measures: compile (autotune) wall time of the first call, the compiled
+kernel's time under a CUDA graph (warm L2, steady state) and with the L2 flushed before each call (cold),
+and the max relative error against an fp32 matmul. Writes results.json, results.md and a PNG of speed vs
+compile time; prints the table. Resumable: finished (gemm, mode) pairs in results.json are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def pick_gemms(model: str, dataset: str, n: int, seed: int) -> list[dict]:
+    """Real-model GEMMs (llm/enc/vit/speech families) from the model's held-out side of the split."""
+    import pandas as pd
+
+    from predictor.artifacts import read_metadata
+    from predictor.schema import read_dataset
+    from predictor.split import split_by_group
+
+    meta = read_metadata(model)
+    rows = read_dataset(dataset)
+    _, test = split_by_group(rows, meta.get("test_fraction", 0.25), meta.get("split_seed", 0))
+    probs = test.drop_duplicates("problem_id")
+    probs = probs[probs.family_tag.str.split(":").str[0].isin(["llm", "enc", "vit", "speech"])]
+    probs = probs[(probs.m > 1) & (probs.op.isin(["mm", "addmm"]))]
+    take = probs.sample(n=min(n, len(probs)), random_state=seed)
+    cols = ["problem_id", "family_tag", "op", "m", "n", "k", "dtype", "layout_a", "layout_b"]
+    return [dict(zip(cols, r)) for r in take[cols].itertuples(index=False)]
+
+
+def build(g: dict):
+    import torch
+
+    from collectors.runners import make_operands
+    from predictor.problem import Problem
+
+    p = Problem(op=g["op"], m=int(g["m"]), n=int(g["n"]), k=int(g["k"]), dtype=g["dtype"], layout_a=g["layout_a"],
+                layout_b=g["layout_b"])
+    ops = make_operands(p, torch.device("cuda"), seed=0)
+    if p.op == "addmm":
+        return (lambda bias, a, b: torch.addmm(bias, a, b)), (ops.bias, ops.a, ops.b), ops.reference
+    return (lambda a, b: a @ b), (ops.a, ops.b), ops.reference
+
+
+def time_compiled(fn, args) -> tuple[float, float]:
+    """(warm-L2 us under a CUDA graph of 20 calls, cold-L2 us median of 20 flushed calls)."""
+    import numpy as np
+    import torch
+
+    from collectors.timing import L2Flusher
+
+    for _ in range(3):
+        fn(*args)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        for _ in range(20):
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph.replay()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    warm = []
+    for _ in range(5):
+        s.record()
+        graph.replay()
+        e.record()
+        torch.cuda.synchronize()
+        warm.append(s.elapsed_time(e) * 1e3 / 20)
+    flush = L2Flusher(torch.device("cuda"))
+    cold = []
+    for _ in range(20):
+        flush()
+        s.record()
+        fn(*args)
+        e.record()
+        torch.cuda.synchronize()
+        cold.append(s.elapsed_time(e) * 1e3)
+    return float(np.median(warm)), float(np.median(cold))
+
+
+def run_mode(g: dict, mode: str, model: str) -> dict:
+    import torch
+    from torch._inductor import config as icfg
+    from torch._inductor.select_algorithm import add_feedback_saver, clear_feedback_savers
+
+    import predictor
+
+    fn, args, ref = build(g)
+    benchmarked = []
+    clear_feedback_savers()
+    add_feedback_saver(lambda timings, name, inputs, choices, *rest: benchmarked.append(len(choices)))
+    torch._dynamo.reset()
+    if mode.startswith("hook"):
+        predictor.install(model=model, top_k=int(mode.split("k")[-1]))
+    try:
+        with icfg.patch({"force_disable_caches": True}):
+            compiled = torch.compile(fn, mode=None if mode == "plain" else "max-autotune-no-cudagraphs", dynamic=False)
+            start = time.time()
+            out = compiled(*args)
+            torch.cuda.synchronize()
+            compile_s = time.time() - start
+    finally:
+        if mode.startswith("hook"):
+            predictor.uninstall()
+        clear_feedback_savers()
+    err = float((out.float() - ref).norm() / ref.norm())
+    warm, cold = time_compiled(compiled, args)
+    return {"compile_s": compile_s, "warm_us": warm, "cold_us": cold, "rel_err": err,
+            "benchmarked": sum(benchmarked)}
+
+
+def write_outputs(results: dict, gemms: list[dict], modes: list[str], out: Path, device: str) -> str:
+    import numpy as np
+
+    lines = [f"GPU: {device}", "", "| gemm | mode | compile s | warm us | cold us | choices timed | speed vs full (warm) | speed vs plain (warm) |",
+             "|---|---|---|---|---|---|---|---|"]
+    summary = {}
+    for mode in modes:
+        ratios_full, ratios_plain, comp = [], [], []
+        for g in gemms:
+            key = g["problem_id"]
+            r, full, plain = results.get(f"{key}|{mode}"), results.get(f"{key}|full"), results.get(f"{key}|plain")
+            if not r:
+                continue
+            vs_full = full["warm_us"] / r["warm_us"] if full else float("nan")
+            vs_plain = plain["warm_us"] / r["warm_us"] if plain else float("nan")
+            ratios_full.append(vs_full)
+            ratios_plain.append(vs_plain)
+            comp.append(r["compile_s"])
+            lines.append(f"| {g['op']} {g['m']}x{g['n']}x{g['k']} {g['dtype']} {g['layout_a']}/{g['layout_b']} | {mode} | "
+                         f"{r['compile_s']:.1f} | {r['warm_us']:.1f} | {r['cold_us']:.1f} | {r['benchmarked']} | "
+                         f"{vs_full:.3f} | {vs_plain:.3f} |")
+        if comp:
+            gm = lambda xs: float(np.exp(np.nanmean(np.log(xs)))) if xs else float("nan")
+            summary[mode] = {"gemms": len(comp), "compile_s_total": sum(comp), "geomean_speed_vs_full": gm(ratios_full),
+                             "geomean_speed_vs_plain": gm(ratios_plain)}
+    lines += ["", "| mode | gemms | total compile s | geomean speed vs full max-autotune | geomean speed vs plain |",
+              "|---|---|---|---|---|"]
+    for mode, s in summary.items():
+        lines.append(f"| {mode} | {s['gemms']} | {s['compile_s_total']:.1f} | {s['geomean_speed_vs_full']:.3f} | "
+                     f"{s['geomean_speed_vs_plain']:.3f} |")
+    text = "\n".join(lines)
+    (out / "results.md").write_text(text + "\n")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+        for mode, s in summary.items():
+            ax.scatter(s["compile_s_total"], s["geomean_speed_vs_full"], s=60, label=mode)
+            ax.annotate(mode, (s["compile_s_total"], s["geomean_speed_vs_full"]), textcoords="offset points", xytext=(5, 5))
+        ax.set_xlabel("total compile (autotune) wall time, s")
+        ax.set_ylabel("geomean kernel speed vs full max-autotune")
+        ax.set_title(f"{device}: speed vs compile time")
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / "speed_vs_compile.png")
+    except Exception as exc:  # a plot failure must not lose the measurements
+        print(f"plot failed: {exc}")
+    return text
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="models/h200-default-lgbm-all")
+    ap.add_argument("--split-model", default="models/h200-default-lgbm", help="whose held-out groups to draw GEMMs from")
+    ap.add_argument("--dataset", default="datasets/nvidia-h200/default.parquet")
+    ap.add_argument("--gemms", type=int, default=24)
+    ap.add_argument("--ks", default="1,3,5,8")
+    ap.add_argument("--modes", default=None, help="comma list overriding plain,full,hook-k<k>...")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="docs/benchmarks/latest")
+    args = ap.parse_args()
+
+    import torch
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    modes = args.modes.split(",") if args.modes else ["plain", "full"] + [f"hook-k{k}" for k in args.ks.split(",")]
+    gemms = pick_gemms(args.split_model, args.dataset, args.gemms, args.seed)
+    res_file = out / "results.json"
+    results = json.loads(res_file.read_text())["results"] if res_file.exists() else {}
+    device = f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {__import__('triton').__version__}"
+    for g in gemms:
+        for mode in modes:
+            key = f"{g['problem_id']}|{mode}"
+            if key in results:
+                continue
+            try:
+                results[key] = run_mode(g, mode, args.model)
+            except Exception as exc:  # a failed compile is a result too, never a silent skip
+                results[key] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}", "compile_s": float("nan"),
+                                "warm_us": float("nan"), "cold_us": float("nan"), "benchmarked": 0, "rel_err": float("nan")}
+            print(key, json.dumps(results[key]), flush=True)
+            res_file.write_text(json.dumps({"device": device, "gemms": gemms, "results": results}, indent=1))
+    print(write_outputs(results, gemms, modes, out, device))
+
+
+if __name__ == "__main__":
+    main()
