@@ -52,7 +52,7 @@ def validate_frame(df: pd.DataFrame, source: str = "<frame>") -> pd.DataFrame:
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise DatasetError(f"{source}: missing columns {', '.join(missing)}")
-    versions = set(pd.unique(df["schema_version"])) if len(df) else {SCHEMA_VERSION}
+    versions = {int(v) for v in pd.unique(df["schema_version"])} if len(df) else {SCHEMA_VERSION}
     if versions != {SCHEMA_VERSION}:
         raise DatasetError(f"{source}: schema_version {sorted(versions)} but this library reads {SCHEMA_VERSION}")
     bad_status = set(pd.unique(df["status"])) - set(STATUSES)
