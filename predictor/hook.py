@@ -1,0 +1,550 @@
+"""The ``torch.compile`` hook: let Inductor's max-autotune compile and benchmark only the predicted few.
+
+``install()`` points ``torch._inductor.config.inductor_choices_class`` at a :class:`GemmPruner`, a
+factory for an ``InductorChoices`` subclass whose ``_finalize_template_configs`` (same signature in
+torch 2.11 and 2.13) receives every GEMM's cheap ``KernelTemplateChoice`` list *before* any
+ChoiceCaller is created, compiled or benchmarked. The pruner maps each choice to a
+:class:`~predictor.candidate.Candidate`, reads the :class:`~predictor.problem.Problem` off the kernel
+inputs, scores the candidates with the model and returns the best ``top_k`` (plus the best aten
+choice with ``keep_aten``) in Inductor's own order.
+
+The hook must never break a compile: any exception, an unknown op or template, or a model that does
+not fit this GPU makes it log one warning and return Inductor's full list (stock max-autotune).
+
+Torch is imported lazily, so ``import predictor`` stays cheap on machines that only train or evaluate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+import math
+import os
+import threading
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .artifacts import METADATA_FILE, ModelError, load_model, read_metadata
+from .candidate import CANDIDATE_FIELDS, Candidate, from_template_kwargs
+from .device import DeviceInfo
+from .problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
+from .spaces import SPACES
+
+log = logging.getLogger(__name__)
+
+MODELS_ENV = "GEMM_PREDICTOR_MODELS"  # extra model roots (os.pathsep-separated), searched first
+PREFERRED_SUFFIX = "-lgbm-all"  # the shipped default: LambdaRank refit on every labelled row
+# Optional model metadata section with the training problems' extent, e.g.
+# {"m": [1, 28672], "n": [9, 151936], "k": [128, 65536], "ops": ["mm", ...], "dtypes": [...]}.
+RANGES_KEY = "problem_ranges"
+# Inductor's op_name -> Problem.op. Anything else (baddbmm, scaled_mm, "mm-ah", ...) is passed through.
+INDUCTOR_OPS = {"mm": "mm", "addmm": "addmm", "bmm": "bmm", "int_mm": "int_mm"}
+# Inductor's max_autotune_gemm_search_space value for each of our spaces.
+SEARCH_SPACE = {"default": "DEFAULT", "exhaustive": "EXHAUSTIVE"}
+_STAT_KEYS = ("gemms_seen", "pruned", "passed_through", "kept_total", "considered_total")
+
+
+class _PassThrough(Exception):
+    """Internal: leave this GEMM's list alone, for ``reason`` (a stats key)."""
+
+    def __init__(self, reason: str, message: str, warn: bool = True) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.warn = warn
+
+
+@dataclasses.dataclass(frozen=True)
+class HookSettings:
+    """Everything a pruner is built from; also what a pickled pruner carries to another process."""
+
+    model: str | None = None
+    top_k: int = 5
+    space: str = "default"
+    keep_aten: bool = True
+    min_confidence: float | None = None
+    hints: str | None = None
+    device: DeviceInfo | None = None  # test-only override of the GPU (see ``install(_device=...)``)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
+            raise ValueError(f"top_k must be a positive integer, got {self.top_k!r}")
+        if self.space not in SPACES:
+            raise ValueError(f"unknown space {self.space!r}; expected one of {', '.join(SPACES)}")
+        confidence = self.min_confidence
+        if confidence is not None and not (isinstance(confidence, (int, float)) and math.isfinite(confidence)
+                                           and confidence >= 0):
+            raise ValueError(f"min_confidence must be a non-negative number or None, got {self.min_confidence!r}")
+        if self.hints == "predict":
+            raise NotImplementedError("hints='predict' needs a hint-bucket model, which no model folder provides yet "
+                                      "(the Hint-buckets issue adds it); use hints=None to keep the top-k of every "
+                                      "multi-kernel hint group")
+        if self.hints is not None:
+            raise ValueError(f"unknown hints mode {self.hints!r}; only None is supported")
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding the model
+# ---------------------------------------------------------------------------------------------
+
+def model_roots() -> list[Path]:
+    """Where ``install(model=None)`` looks for model folders: ``$GEMM_PREDICTOR_MODELS`` first, then
+    the ``models/`` folder of this repository."""
+    extra = [Path(p) for p in os.environ.get(MODELS_ENV, "").split(os.pathsep) if p]
+    return [*extra, Path(__file__).resolve().parents[1] / "models"]
+
+
+def find_model(device: DeviceInfo, space: str = "default", roots: Sequence[Path] | None = None) -> Path | None:
+    """The model folder made for ``device`` (same GPU name and capability): one for ``space`` first, then
+    a ``*-lgbm-all`` folder, then the earliest root, then by name. None when no folder fits."""
+    ranked = []
+    for root_index, root in enumerate(model_roots() if roots is None else roots):
+        for meta_path in sorted(Path(root).glob(f"*/{METADATA_FILE}")):
+            folder = meta_path.parent
+            try:
+                meta = read_metadata(folder)
+                trained_for = DeviceInfo.from_metadata(meta)
+            except (ModelError, TypeError, ValueError):
+                continue
+            if trained_for.same_gpu(device):
+                ranked.append((meta.get("space", "default") != space, not folder.name.endswith(PREFERRED_SUFFIX),
+                               root_index, folder.name, folder))
+    return min(ranked)[-1] if ranked else None
+
+
+def _this_gpu() -> DeviceInfo | None:
+    import torch
+
+    return DeviceInfo.from_torch() if torch.cuda.is_available() else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the Problem off Inductor's kernel inputs
+# ---------------------------------------------------------------------------------------------
+
+def _hints(exprs: Sequence[Any]) -> tuple[int, ...]:
+    """Concrete sizes: static ones directly, symbolic ones through the graph's size hints (the
+    method is ``optimization_hints`` in torch 2.13 and ``size_hints`` in 2.11)."""
+    try:
+        return tuple(int(x) for x in exprs)
+    except TypeError:
+        pass
+    from torch._inductor import config
+    from torch._inductor.virtualized import V
+
+    sizevars = V.graph.sizevars
+    if hasattr(sizevars, "optimization_hints"):
+        return tuple(int(x) for x in sizevars.optimization_hints(exprs))
+    return tuple(int(x) for x in sizevars.size_hints(exprs, fallback=config.unbacked_symint_fallback))
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _low_bit(nbytes: int) -> int:
+    return 16 if nbytes == 0 else min(16, nbytes & -nbytes)
+
+
+def _offset_bytes(node: Any, itemsize: int) -> int:
+    """The operand's storage offset in bytes, 0 when unknown or symbolic (aligned allocations are the norm)."""
+    try:
+        return int(node.get_layout().offset) * itemsize
+    except Exception:  # noqa: BLE001 -- a fake node, a symbolic offset: not worth failing over
+        return 0
+
+
+def _layout(size: tuple[int, ...], stride: tuple[int, ...]) -> str:
+    """``col`` when the operand's inner dimension is not the contiguous one (it is a transpose)."""
+    return "row" if size[-1] == 1 or stride[-1] == 1 else "col"
+
+
+def problem_from_inputs(kernel_inputs: Any, op: str) -> Problem:
+    """The Problem as Inductor lowers it. ``align`` follows ``collectors.corpus.alignment``: the largest
+    power of two <= 16 bytes dividing every non-unit operand stride, the output strides and the bases."""
+    if hasattr(kernel_inputs, "mat1mat2"):
+        mat1, mat2 = kernel_inputs.mat1mat2()
+    else:
+        mat1, mat2 = list(kernel_inputs.nodes())[-2:]
+    size_a, size_b = _hints(mat1.get_size()), _hints(mat2.get_size())
+    stride_a, stride_b = _hints(mat1.get_stride()), _hints(mat2.get_stride())
+    dtype = _dtype_name(mat1.get_dtype())
+    out = getattr(kernel_inputs, "out_dtype", None)
+    out_dtype = _dtype_name(out()) if callable(out) else ("int32" if dtype == "int8" else dtype)
+    if len(size_a) != len(size_b) or len(size_a) not in (2, 3) or (len(size_a) == 3) != (op == "bmm"):
+        raise ValueError(f"{op} operands of shapes {size_a} and {size_b} are not a (batched) GEMM")
+    m, k = size_a[-2:]
+    n = size_b[-1]
+    b = size_a[0] if op == "bmm" else 1
+    itemsize, out_size = DTYPE_BYTES.get(dtype, 1), DTYPE_BYTES.get(out_dtype, 4)
+    strides = [s * itemsize for size, stride in ((size_a, stride_a), (size_b, stride_b))
+               for d, s in zip(size, stride, strict=True) if d > 1 and s != 1]
+    strides += [n * out_size] + ([m * n * out_size] if b > 1 else [])
+    strides += [_offset_bytes(mat1, itemsize), _offset_bytes(mat2, itemsize)]
+    return Problem(op=op, b=b, m=m, n=n, k=k, dtype=dtype, out_dtype=out_dtype,
+                   layout_a=_layout(size_a, stride_a), layout_b=_layout(size_b, stride_b),
+                   align=min(_low_bit(abs(s)) for s in strides))
+
+
+# ---------------------------------------------------------------------------------------------
+# The pruner (the factory Inductor calls, and the filter)
+# ---------------------------------------------------------------------------------------------
+
+class GemmPruner:
+    """Holds the loaded model, the settings and the counters; calling it returns the ``InductorChoices``
+    instance Inductor uses (``config.inductor_choices_class`` is a factory, called once per thread and
+    once per FX-graph cache key in torch 2.13, so calling it must be cheap: the model is loaded once).
+
+    ``uuid()`` goes into Inductor's FX graph cache key: torch 2.13 calls the factory and the instance's
+    ``uuid()`` (``config._cache_config_factory_keys``); torch 2.11 pickles the config value, and a
+    pruner pickles as its settings, so a different model, k, space, ``keep_aten`` or confidence gives a
+    different key either way and a cached graph compiled under other settings is not reused.
+    """
+
+    def __init__(self, settings: HookSettings, ranker: Any = None, metadata: dict[str, Any] | None = None) -> None:
+        self.settings = settings
+        self.model_path: Path | None = None
+        self.ranker = ranker
+        self.metadata: dict[str, Any] = dict(metadata or {})
+        self.disabled: str | None = None  # why every GEMM is passed through, if it is
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()  # counters and warnings
+        self._load_lock = threading.Lock()
+        self._stats: Counter = Counter()
+        self._fallbacks: Counter = Counter()
+        self._loaded = ranker is not None
+        self._uuid: str | None = None
+        # the ranker scores with the device the model was trained for (its measured peaks and bandwidth)
+        self.device: DeviceInfo | None = (DeviceInfo.from_metadata(self.metadata) if "device" in self.metadata
+                                          else settings.device)
+
+    # -- set-up --------------------------------------------------------------------------------
+    def load(self) -> GemmPruner:
+        """Resolve and load the model once; on any problem disable pruning with one warning."""
+        with self._load_lock:
+            if not self._loaded:
+                self._load()
+                self._loaded = True
+        return self
+
+    def _load(self) -> None:
+        s = self.settings
+        try:
+            device = s.device if s.device is not None else _this_gpu()
+        except Exception as exc:  # noqa: BLE001 -- a broken CUDA set-up must not break compiling
+            return self._disable("no_model", f"cannot query the GPU ({type(exc).__name__}: {exc}); "
+                                 "passing every GEMM through to stock max-autotune")
+        if device is None:
+            return self._disable("no_model", "no CUDA device; passing every GEMM through to stock max-autotune")
+        if s.model is None:
+            folder = find_model(device, s.space)
+            if folder is None:
+                return self._disable("no_model", f"no model for {device.gpu} (cc {device.cc}) under "
+                                     f"{', '.join(map(str, model_roots()))}; passing every GEMM through")
+        else:
+            folder = Path(s.model)
+        try:
+            self.ranker, self.metadata = load_model(folder, expect_device=device)
+        except ModelError as exc:
+            return self._disable("no_model", f"{exc}; passing every GEMM through")
+        except Exception as exc:  # noqa: BLE001 -- load_model wraps known errors; this is the rest
+            return self._disable("no_model", f"{folder}: cannot load ({type(exc).__name__}: {exc}); "
+                                 "passing every GEMM through")
+        self.model_path = folder
+        self.device = DeviceInfo.from_metadata(self.metadata)
+        if self.metadata.get("space", "default") != s.space:
+            log.warning("%s was trained on the %r space, the hook prunes the %r space; its ranking may be off",
+                        folder, self.metadata.get("space"), s.space)
+        log.info("gemm-predictor: pruning GEMM choices to top %d with %s (%s)", s.top_k, folder,
+                 self.metadata.get("ranker", {}).get("name"))
+
+    def _disable(self, reason: str, message: str) -> None:
+        self.disabled = reason
+        self.ranker = None
+        self._warn_once(reason, message)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        with self._lock:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        log.warning("gemm-predictor: %s", message)
+
+    # -- what Inductor calls -------------------------------------------------------------------
+    def __call__(self) -> Any:
+        return _choices_class()(self)
+
+    def uuid(self) -> str:
+        self.load()
+        if self._uuid is None:
+            s = self.settings
+            key = {"model_sha256": None if self.ranker is None else self.metadata.get("model_sha256"),
+                   "top_k": s.top_k, "space": s.space, "keep_aten": s.keep_aten,
+                   "min_confidence": s.min_confidence, "hints": s.hints}
+            self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+        return self._uuid
+
+    def __reduce__(self) -> tuple:
+        return _restore_pruner, (self.settings,)
+
+    def __copy__(self) -> GemmPruner:
+        return self  # config snapshots copy values; one pruner keeps one model and one set of counters
+
+    def __deepcopy__(self, memo: dict) -> GemmPruner:
+        return self
+
+    def __repr__(self) -> str:
+        where = self.model_path or ("pass-through: " + self.disabled if self.disabled else "not loaded")
+        return f"GemmPruner(top_k={self.settings.top_k}, space={self.settings.space!r}, model={str(where)!r})"
+
+    # -- counters ------------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """Counters since install: GEMMs seen, pruned or passed through, choices kept/considered, and
+        ``fallbacks`` by reason (no_model, not_cuda, unknown_op, unknown_template, out_of_distribution,
+        low_confidence (widened, may still prune), error, empty)."""
+        with self._lock:
+            out: dict[str, Any] = {key: int(self._stats[key]) for key in _STAT_KEYS}
+            out["fallbacks"] = dict(self._fallbacks)
+        return out
+
+    # -- the filter ----------------------------------------------------------------------------
+    def filter(self, choices: list[Any], kernel_inputs: Any, op_name: str) -> list[Any]:
+        """The choices to keep, in Inductor's order; the full list whenever anything is off."""
+        kept: list[Any] = choices
+        fallback: str | None = None
+        if choices:
+            try:
+                self.load()
+                kept = self._prune(choices, kernel_inputs, op_name)
+                if not kept:
+                    raise _PassThrough("empty", f"nothing kept of {len(choices)} choices for {op_name}")
+            except _PassThrough as exc:
+                kept, fallback = choices, exc.reason
+                if exc.warn:
+                    self._warn_once(exc.reason, f"{exc}; passing these choices through unchanged")
+                else:
+                    log.debug("gemm-predictor: %s; passing %d choices through", exc, len(choices))
+            except Exception as exc:  # the hook must never break a compile
+                kept, fallback = choices, "error"
+                self._warn_once("error", f"choice filter failed for {op_name} ({type(exc).__name__}: {exc}); "
+                                "passing the choices through unchanged")
+                log.debug("gemm-predictor: filter failure", exc_info=True)
+        with self._lock:
+            self._stats["gemms_seen"] += 1
+            self._stats["considered_total"] += len(choices)
+            self._stats["kept_total"] += len(kept)
+            self._stats["pruned" if len(kept) < len(choices) else "passed_through"] += 1
+            if fallback is not None:
+                self._fallbacks[fallback] += 1
+        return kept
+
+    def _prune(self, choices: list[Any], kernel_inputs: Any, op_name: str) -> list[Any]:
+        s = self.settings
+        if self.ranker is None:
+            raise _PassThrough(self.disabled or "no_model", "no usable model", warn=False)
+        if s.device is None and getattr(kernel_inputs, "device_type", "cuda") != "cuda":
+            raise _PassThrough("not_cuda", f"{op_name} on {kernel_inputs.device_type}", warn=False)
+        op = INDUCTOR_OPS.get(op_name)
+        if op is None:
+            raise _PassThrough("unknown_op", f"unknown GEMM op {op_name!r}")
+        kwargs = [ktc.params.to_kwargs() for ktc in choices]
+        try:
+            cands = [from_template_kwargs(ktc.template.uid, kw) for ktc, kw in zip(choices, kwargs, strict=True)]
+        except (ValueError, KeyError) as exc:
+            raise _PassThrough("unknown_template", f"{op_name}: {exc}") from None
+        hints = [kw.get("hint_override") for kw in kwargs]
+        groups: dict[int | None, list[int]] = {}
+        for i, hint in enumerate(hints):
+            groups.setdefault(hint, []).append(i)
+        if all(len(members) <= s.top_k for members in groups.values()):
+            return choices  # nothing to prune: skip the problem and the model
+
+        problem = problem_from_inputs(kernel_inputs, op)
+        if s.min_confidence is not None:
+            self._check_in_range(problem)
+        scores = self.ranker.score(_rows(problem, cands, hints), self.device)
+        scores = np.asarray(scores, dtype=np.float64)
+        if scores.shape != (len(choices),) or not np.isfinite(scores).all():
+            raise ValueError(f"the ranker returned {scores.shape} scores, not {len(choices)} finite ones")
+
+        keep: set[int] = set()
+        for hint, members in groups.items():
+            idx = np.asarray(members)
+            order = idx[np.argsort(-scores[idx], kind="stable")]  # ties: Inductor's order
+            k = s.top_k
+            if s.min_confidence is not None and len(order) > k:
+                margin = scores[order[0]] - scores[order[k]]
+                if margin < s.min_confidence:
+                    k = 2 * s.top_k
+                    with self._lock:
+                        self._fallbacks["low_confidence"] += 1
+                    log.debug("gemm-predictor: %s hint=%s: margin %.3g < %.3g, keeping top %d",
+                              problem, hint, margin, s.min_confidence, k)
+            keep.update(int(i) for i in order[:k])
+        if s.keep_aten:
+            aten = [i for i, c in enumerate(cands) if c.family == "aten"]
+            if aten and not keep.intersection(aten):
+                keep.add(max(aten, key=lambda i: (scores[i], -i)))
+        if log.isEnabledFor(logging.DEBUG):
+            ranked = sorted(range(len(cands)), key=lambda i: -scores[i])
+            log.debug("gemm-predictor: %s (%s): kept %d/%d %s; scores %s", op_name, problem, len(keep), len(cands),
+                      [cands[i].key for i in sorted(keep)],
+                      ", ".join(f"{cands[i].key}={scores[i]:.3f}" for i in ranked))
+        return [choices[i] for i in sorted(keep)]
+
+    def _check_in_range(self, problem: Problem) -> None:
+        """Pass a problem through when it lies outside what the model was trained on (if the metadata says)."""
+        ranges = self.metadata.get(RANGES_KEY)
+        if not isinstance(ranges, dict):
+            return
+        for name in ("b", "m", "n", "k"):
+            bounds = ranges.get(name)
+            value = getattr(problem, name)
+            if isinstance(bounds, (list, tuple)) and len(bounds) == 2 and not bounds[0] <= value <= bounds[1]:
+                raise _PassThrough("out_of_distribution",
+                                   f"{problem}: {name}={value} outside the training range {list(bounds)}", warn=False)
+        for name, field in (("ops", "op"), ("dtypes", "dtype")):
+            allowed = ranges.get(name)
+            if isinstance(allowed, list) and getattr(problem, field) not in allowed:
+                raise _PassThrough("out_of_distribution",
+                                   f"{problem}: {field} {getattr(problem, field)!r} never seen in training", warn=False)
+
+
+def _rows(problem: Problem, cands: list[Candidate], hints: list[int | None]) -> pd.DataFrame:
+    """Ranker rows: the problem's fields (M replaced by each choice's multi-kernel hint) + candidate fields."""
+    columns: dict[str, Any] = {name: getattr(problem, name) for name in PROBLEM_FIELDS}
+    if any(h is not None for h in hints):
+        columns["m"] = [problem.m if h is None else int(h) for h in hints]
+    for name in CANDIDATE_FIELDS:
+        columns[name] = [getattr(c, name) for c in cands]
+    return pd.DataFrame(columns)
+
+
+@functools.cache
+def _choices_class() -> type:
+    """The ``InductorChoices`` subclass, built on first use so that importing predictor needs no torch."""
+    from torch._inductor.choices import InductorChoices
+
+    class PredictorChoices(InductorChoices):
+        """Stock heuristics, with max-autotune GEMM choices pruned by a :class:`GemmPruner`."""
+
+        def __init__(self, pruner: GemmPruner) -> None:
+            super().__init__()
+            self.pruner = pruner
+
+        def uuid(self) -> str:
+            return self.pruner.uuid()
+
+        def _finalize_template_configs(self, template_choices, kernel_inputs, templates, op_name,
+                                       kwarg_overrides=None):
+            choices = super()._finalize_template_configs(template_choices, kernel_inputs, templates, op_name,
+                                                         kwarg_overrides)
+            return self.pruner.filter(choices, kernel_inputs, op_name)
+
+    PredictorChoices.__module__ = __name__
+    return PredictorChoices
+
+
+# ---------------------------------------------------------------------------------------------
+# install / uninstall
+# ---------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class _Installed:
+    pruner: GemmPruner
+    previous_class: Any
+    previous_space: Any
+
+
+_STACK: list[_Installed] = []
+_LAST: list[GemmPruner] = []  # the most recent pruner, so stats() still answers after uninstall
+
+
+def _restore_pruner(settings: HookSettings) -> GemmPruner:
+    """Unpickling (a compile subprocess, a config snapshot): reuse the installed pruner with these
+    settings, or build one that loads its model on first use."""
+    for entry in reversed(_STACK):
+        if entry.pruner.settings == settings:
+            return entry.pruner
+    return GemmPruner(settings)
+
+
+def _drop_cached_choices() -> None:
+    """Inductor caches its InductorChoices per thread on first use; drop it so the next compile in this
+    thread builds one from the current ``config.inductor_choices_class``. Other threads keep theirs."""
+    from torch._inductor import virtualized
+
+    key = virtualized._choices._key
+    if hasattr(virtualized.threadlocal, key):
+        delattr(virtualized.threadlocal, key)
+
+
+def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
+            min_confidence: float | None = None, hints: str | None = None, *,
+            _device: DeviceInfo | None = None) -> GemmPruner:
+    """Make max-autotune benchmark only the predicted top ``top_k`` candidates of every GEMM.
+
+    ``model``: a model folder; None picks the shipped model made for this GPU (``find_model``). A model
+    for another GPU, a broken folder or no CUDA device leave compiles untouched, with one warning.
+    ``space``: which candidate list Inductor builds (sets ``max_autotune_gemm_search_space``); the
+    model should have been trained on it. ``keep_aten``: also keep the best-scored aten/cuBLAS choice,
+    the safe fallback, if it is not among the top k; with ``top_k=1, keep_aten=False`` exactly one choice
+    survives and Inductor uses it without benchmarking. ``min_confidence`` (score units): when the
+    score margin between the #1 and #(k+1) candidate is smaller, keep the top 2k instead; and when the
+    model metadata records training ranges (``problem_ranges``) and the problem lies outside them, pass
+    all choices through. None trusts the model everywhere. ``hints``: only None for now (keep the top k
+    of every ``config.multi_kernel_hints`` group, scored with M = the hint); ``"predict"`` raises
+    NotImplementedError until a hint-bucket model exists. ``_device``: tests only, pretend this is the
+    GPU (and prune GEMMs of any device type).
+
+    Returns the pruner (``.stats()``, ``.uuid()``); ``uninstall()`` restores the previous settings."""
+    settings = HookSettings(model=None if model is None else str(model), top_k=top_k, space=space,
+                            keep_aten=keep_aten, min_confidence=min_confidence, hints=hints, device=_device)
+    pruner = GemmPruner(settings).load()
+    from torch._inductor import config
+
+    _STACK.append(_Installed(pruner, config.inductor_choices_class, config.max_autotune_gemm_search_space))
+    _LAST[:] = [pruner]
+    config.inductor_choices_class = pruner
+    config.max_autotune_gemm_search_space = SEARCH_SPACE[space]
+    _drop_cached_choices()
+    return pruner
+
+
+def uninstall() -> None:
+    """Undo the most recent ``install()`` (a no-op when none is active)."""
+    if not _STACK:
+        return
+    entry = _STACK.pop()
+    from torch._inductor import config
+
+    config.inductor_choices_class = entry.previous_class
+    config.max_autotune_gemm_search_space = entry.previous_space
+    _drop_cached_choices()
+
+
+@contextlib.contextmanager
+def pruning(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
+            min_confidence: float | None = None, hints: str | None = None, *,
+            _device: DeviceInfo | None = None) -> Iterator[GemmPruner]:
+    """``with pruning(top_k=3): torch.compile(...)(x)`` — ``install`` for the block, ``uninstall`` after."""
+    pruner = install(model, top_k, space, keep_aten, min_confidence, hints, _device=_device)
+    try:
+        yield pruner
+    finally:
+        uninstall()
+
+
+def stats() -> dict[str, Any]:
+    """The counters of the most recently installed pruner (see ``GemmPruner.stats``); zeros if none."""
+    if _LAST:
+        return _LAST[0].stats()
+    return {**{key: 0 for key in _STAT_KEYS}, "fallbacks": {}}

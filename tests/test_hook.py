@@ -1,0 +1,477 @@
+"""The torch.compile hook on the CPU: the choice filter on stand-in KernelTemplateChoices, install/uninstall
+bookkeeping, and real max-autotune compiles (CPU Inductor calls ``_finalize_template_configs`` with op
+``mm`` and the single template ``aten::mm``, so the plumbing runs for real)."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import shutil
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from synthetic import METADATA, synthetic_dataset
+
+import predictor
+from predictor import hook
+from predictor.artifacts import LGBM_FILE, save_model
+from predictor.device import DeviceInfo
+from predictor.hook import GemmPruner, HookSettings, find_model, problem_from_inputs
+from predictor.problem import Problem
+from predictor.rankers import make_ranker
+from predictor.spaces import enumerate_space
+
+DEVICE = DeviceInfo.from_metadata(METADATA)
+SHIPPED = Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm-all"
+LOGGER = "predictor.hook"
+
+
+# ---------------------------------------------------------------------------------------------
+# Stand-ins for Inductor's objects
+# ---------------------------------------------------------------------------------------------
+
+class FakeNode:
+    def __init__(self, size, stride, dtype=torch.float16):
+        self.size, self.stride, self.dtype = tuple(size), tuple(stride), dtype
+
+    def get_size(self):
+        return self.size
+
+    def get_stride(self):
+        return self.stride
+
+    def get_dtype(self):
+        return self.dtype
+
+
+class FakeInputs:
+    """What the hook reads of ``MMKernelInputs``."""
+
+    device_type = "cuda"
+
+    def __init__(self, a: FakeNode, b: FakeNode, out_dtype=None, bias: FakeNode | None = None):
+        self.a, self.b, self.bias, self._out = a, b, bias, out_dtype
+
+    def nodes(self):
+        return [n for n in (self.bias, self.a, self.b) if n is not None]
+
+    def mat1mat2(self):
+        return self.a, self.b
+
+    def out_dtype(self):
+        return self._out or self.a.get_dtype()
+
+
+def mm_inputs(m: int, n: int, k: int, dtype=torch.float16) -> FakeInputs:
+    return FakeInputs(FakeNode((m, k), (k, 1), dtype), FakeNode((k, n), (n, 1), dtype))
+
+
+UIDS = {"triton_mm": "triton::mm", "triton_tma": "triton::mm_persistent_tma", "decompose_k": "decompose_k"}
+
+
+def ktc(uid: str, **kwargs):
+    return SimpleNamespace(template=SimpleNamespace(uid=uid), params=SimpleNamespace(to_kwargs=lambda: dict(kwargs)))
+
+
+def fake_choices(problem: Problem, hint: int | None = None) -> list:
+    """Inductor-like KernelTemplateChoices for the space ``predictor.spaces`` reproduces."""
+    out = []
+    for c in enumerate_space(problem, "default", DEVICE, hint=hint):
+        if c.family == "aten":
+            out.append(ktc(f"aten::{c.aten_op}"))
+        elif c.family == "decompose_k":
+            out.append(ktc("decompose_k", k_split=c.k_split))
+        else:
+            out.append(ktc(UIDS[c.family], BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_K=c.block_k,
+                           num_stages=c.num_stages, num_warps=c.num_warps, GROUP_M=c.group_m, EVEN_K=True,
+                           hint_override=hint))
+    return out
+
+
+class PositionRanker:
+    """Scores a row by its position (later = better), or by a given per-row array; records the rows."""
+
+    name = "position"
+
+    def __init__(self, scores=None):
+        self.scores, self.rows = scores, []
+
+    def score(self, rows, device):
+        self.rows.append(rows)
+        return np.arange(len(rows), dtype=float) if self.scores is None else np.asarray(self.scores, dtype=float)
+
+
+class RaisingRanker:
+    name = "raising"
+
+    def score(self, rows, device):
+        raise RuntimeError("model exploded")
+
+
+def pruner(ranker=None, metadata=None, **settings) -> GemmPruner:
+    return GemmPruner(HookSettings(**settings), ranker=ranker or PositionRanker(),
+                      metadata=metadata or {"device": DEVICE.to_dict(), "model_sha256": "abc"})
+
+
+PROBLEM = Problem("mm", 512, 768, 3072, "float16")
+
+
+# ---------------------------------------------------------------------------------------------
+# (a) the filter
+# ---------------------------------------------------------------------------------------------
+
+def test_keeps_top_k_plus_aten_in_inductor_order():
+    choices = fake_choices(PROBLEM)
+    assert len(choices) > 20 and choices[0].template.uid == "aten::mm"
+    kept = pruner(top_k=3).filter(choices, mm_inputs(512, 768, 3072), "mm")
+    assert kept == [choices[0], *choices[-3:]]  # aten first (kept), then the three best, in Inductor's order
+
+
+def test_top_1_without_aten_leaves_exactly_one():
+    choices = fake_choices(PROBLEM)
+    p = pruner(top_k=1, keep_aten=False)
+    assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") == [choices[-1]]
+    assert p.stats() == {"gemms_seen": 1, "pruned": 1, "passed_through": 0, "kept_total": 1,
+                         "considered_total": len(choices), "fallbacks": {}}
+
+
+def test_aten_in_the_top_k_is_not_added_twice():
+    choices = fake_choices(PROBLEM)
+    scores = np.zeros(len(choices))
+    scores[0], scores[5] = 10.0, 9.0
+    kept = pruner(PositionRanker(scores), top_k=2).filter(choices, mm_inputs(512, 768, 3072), "mm")
+    assert kept == [choices[0], choices[5]]
+
+
+def test_addmm_keeps_the_best_aten_choice_only():
+    problem = Problem("addmm", 512, 768, 3072, "float16", layout_b="col")
+    choices = fake_choices(problem)
+    assert [c.template.uid for c in choices[:2]] == ["aten::bias_addmm", "aten::addmm"]
+    inputs = FakeInputs(FakeNode((512, 3072), (3072, 1)), FakeNode((3072, 768), (1, 3072)), bias=FakeNode((768,), (1,)))
+    scores = np.arange(len(choices), dtype=float)
+    scores[1] = -1.0  # aten::addmm worst, aten::bias_addmm second worst
+    kept = pruner(PositionRanker(scores), top_k=2).filter(choices, inputs, "addmm")
+    assert kept == [choices[0], *choices[-2:]]
+
+
+def test_small_lists_are_not_scored():
+    ranker = PositionRanker()
+    choices = fake_choices(PROBLEM)[:4]
+    assert pruner(ranker, top_k=5).filter(choices, mm_inputs(512, 768, 3072), "mm") == choices
+    assert ranker.rows == []
+
+
+def test_ranker_error_passes_through_with_one_warning(caplog):
+    choices = fake_choices(PROBLEM)
+    p = pruner(RaisingRanker(), top_k=2)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        for _ in range(3):
+            assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") is choices
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "model exploded" in warnings[0].getMessage()
+    assert p.stats()["fallbacks"] == {"error": 3} and p.stats()["passed_through"] == 3
+
+
+def test_unknown_template_and_op_pass_through(caplog):
+    choices = [*fake_choices(PROBLEM), ktc("triton::blackwell_ws_persistent_device_tma", BLOCK_M=128)]
+    p = pruner(top_k=2)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") is choices
+        assert p.filter(fake_choices(PROBLEM), mm_inputs(512, 768, 3072), "baddbmm") is not None
+    assert p.stats()["fallbacks"] == {"unknown_template": 1, "unknown_op": 1}
+    assert len(caplog.records) == 2 and "blackwell" in caplog.records[0].getMessage()
+
+
+def test_bad_scores_and_empty_lists():
+    choices = fake_choices(PROBLEM)
+    p = pruner(PositionRanker(np.full(len(choices), np.nan)), top_k=2)
+    assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") is choices
+    assert p.filter([], mm_inputs(512, 768, 3072), "mm") == []
+    assert p.stats()["fallbacks"] == {"error": 1} and p.stats()["gemms_seen"] == 2
+
+
+def test_non_cuda_gemms_are_left_alone():
+    choices = fake_choices(PROBLEM)
+    inputs = mm_inputs(512, 768, 3072)
+    inputs.device_type = "cpu"
+    p = GemmPruner(HookSettings(top_k=2), ranker=PositionRanker(), metadata={"device": DEVICE.to_dict()})
+    assert p.filter(choices, inputs, "mm") is choices and p.stats()["fallbacks"] == {"not_cuda": 1}
+
+
+def test_multi_kernel_hints_keep_top_k_per_group_scored_with_the_hint():
+    dynamic = Problem("mm", 300, 768, 3072, "float16")
+    choices = fake_choices(dynamic)[:1]  # aten, no hint
+    groups = {None: fake_choices(dynamic)[1:], 64: fake_choices(dynamic, 64)[1:], 4096: fake_choices(dynamic, 4096)[1:]}
+    for members in groups.values():
+        choices += members
+    ranker = PositionRanker()
+    kept = pruner(ranker, top_k=2).filter(choices, mm_inputs(300, 768, 3072), "mm")
+    expected = [choices[0], *groups[None][-2:], *groups[64][-2:], *groups[4096][-2:]]
+    assert kept == expected
+    m = ranker.rows[0]["m"].to_numpy()
+    assert m[0] == 300 and set(m[1:len(groups[None]) + 1]) == {300} and set(m[-len(groups[4096]):]) == {4096}
+
+
+def test_low_confidence_widens_to_2k():
+    choices = fake_choices(PROBLEM)
+    flat = pruner(PositionRanker(np.zeros(len(choices))), top_k=2, keep_aten=False, min_confidence=0.5)
+    assert flat.filter(choices, mm_inputs(512, 768, 3072), "mm") == choices[:4]
+    assert flat.stats()["fallbacks"] == {"low_confidence": 1}
+    sure = pruner(PositionRanker(np.arange(len(choices)) * 1.0), top_k=2, keep_aten=False, min_confidence=0.5)
+    assert sure.filter(choices, mm_inputs(512, 768, 3072), "mm") == choices[-2:]
+
+
+def test_out_of_training_range_passes_through():
+    choices = fake_choices(PROBLEM)
+    meta = {"device": DEVICE.to_dict(), "problem_ranges": {"m": [1, 256], "n": [1, 1 << 20], "k": [1, 1 << 20]}}
+    p = pruner(metadata=meta, top_k=2, min_confidence=0.0)
+    assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") is choices
+    assert p.stats()["fallbacks"] == {"out_of_distribution": 1}
+    inside = pruner(metadata=meta, top_k=2, min_confidence=0.0)
+    smaller = fake_choices(Problem("mm", 200, 768, 3072, "float16"))
+    assert len(inside.filter(smaller, mm_inputs(200, 768, 3072), "mm")) == 3
+
+
+def test_problem_from_inputs():
+    a_t = FakeNode((512, 3072), (1, 512))  # A stored transposed
+    b_t = FakeNode((3072, 768), (1, 3072))  # B = weight.t() as in F.linear
+    assert problem_from_inputs(FakeInputs(a_t, b_t), "mm") == Problem(
+        "mm", 512, 768, 3072, "float16", layout_a="col", layout_b="col", align=16)
+    odd = FakeInputs(FakeNode((100, 77), (77, 1), torch.bfloat16), FakeNode((77, 50), (50, 1), torch.bfloat16))
+    assert problem_from_inputs(odd, "mm").align == 2  # 77 * 2 bytes
+    batched = FakeInputs(FakeNode((4, 64, 32), (2048, 32, 1)), FakeNode((4, 32, 16), (512, 16, 1)))
+    assert problem_from_inputs(batched, "bmm") == Problem("bmm", 64, 16, 32, "float16", b=4, align=16)
+    int8 = FakeInputs(FakeNode((64, 32), (32, 1), torch.int8), FakeNode((32, 64), (64, 1), torch.int8), torch.int32)
+    assert problem_from_inputs(int8, "int_mm") == Problem("int_mm", 64, 64, 32, "int8", out_dtype="int32", align=16)
+    with pytest.raises(ValueError, match="not a"):
+        problem_from_inputs(batched, "mm")
+
+
+def test_uuid_depends_on_model_k_space_and_options():
+    base = pruner(top_k=5)
+    assert base.uuid() == pruner(top_k=5).uuid()
+    others = [pruner(top_k=3), pruner(top_k=5, space="exhaustive"), pruner(top_k=5, keep_aten=False),
+              pruner(top_k=5, min_confidence=0.2),
+              pruner(metadata={"device": DEVICE.to_dict(), "model_sha256": "def"}, top_k=5)]
+    assert len({base.uuid(), *(p.uuid() for p in others)}) == 1 + len(others)
+
+
+def test_settings_are_validated():
+    for bad in ({"top_k": 0}, {"space": "huge"}, {"min_confidence": -1.0}, {"hints": "all"}):
+        with pytest.raises(ValueError):
+            HookSettings(**bad)
+    with pytest.raises(NotImplementedError, match="hint-bucket model"):
+        HookSettings(hints="predict")
+
+
+# ---------------------------------------------------------------------------------------------
+# Models: the synthetic one, finding one, overhead
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def model_root(tmp_path_factory) -> Path:
+    """``<root>/syn-lgbm`` and ``<root>/syn-lgbm-all`` for the synthetic GPU, ``<root>/other`` for another one."""
+    root = tmp_path_factory.mktemp("models")
+    rows = synthetic_dataset(30, seed=2)
+    ranker = make_ranker("lgbm", n_estimators=10).fit(rows, DEVICE)
+    for name in ("syn-lgbm", "syn-lgbm-all"):
+        save_model(ranker, root / name, {"device": DEVICE.to_dict(), "space": "default", "name": name})
+    other = replace(DEVICE, gpu="Other GPU")
+    save_model(ranker, root / "other", {"device": other.to_dict(), "space": "default", "name": "other"})
+    return root
+
+
+def test_find_model_prefers_lgbm_all_for_this_gpu(model_root, monkeypatch):
+    assert find_model(DEVICE, roots=[model_root]) == model_root / "syn-lgbm-all"
+    assert find_model(replace(DEVICE, cc="8.0"), roots=[model_root]) is None
+    monkeypatch.setenv(hook.MODELS_ENV, str(model_root))
+    assert find_model(replace(DEVICE, gpu="Other GPU")) == model_root / "other"
+    with predictor.pruning(_device=DEVICE) as p:
+        assert p.model_path == model_root / "syn-lgbm-all" and p.disabled is None
+
+
+def test_model_for_another_gpu_passes_through_with_one_warning(model_root, caplog):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        p = GemmPruner(HookSettings(model=str(model_root / "other"), top_k=2, device=DEVICE)).load()
+        choices = fake_choices(PROBLEM)
+        assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") is choices
+        assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") is choices
+    assert p.disabled == "no_model" and len(caplog.records) == 1 and "Other GPU" in caplog.records[0].getMessage()
+    assert p.stats()["fallbacks"] == {"no_model": 2}
+
+
+def test_filter_overhead_with_a_real_model(model_root):
+    """~30 choices through features + LightGBM: the budget is well under 5 ms per GEMM."""
+    if (SHIPPED / "metadata.json").is_file():
+        shipped = DeviceInfo.from_metadata(hook.read_metadata(SHIPPED))
+        p = GemmPruner(HookSettings(model=str(SHIPPED), top_k=5, device=shipped)).load()
+    else:
+        p = GemmPruner(HookSettings(model=str(model_root / "syn-lgbm-all"), top_k=5, device=DEVICE)).load()
+    assert p.disabled is None
+    choices, inputs = fake_choices(PROBLEM), mm_inputs(512, 768, 3072)
+    assert 25 <= len(choices) <= 35
+    for _ in range(5):
+        p.filter(choices, inputs, "mm")
+    times = []
+    for _ in range(50):
+        start = time.perf_counter()
+        kept = p.filter(choices, inputs, "mm")
+        times.append(time.perf_counter() - start)
+    median_ms = statistics.median(times) * 1e3
+    print(f"filter: {len(choices)} choices -> {len(kept)} in {median_ms:.2f} ms (median of 50)")
+    assert 1 <= len(kept) <= 6 and median_ms < 5.0
+
+
+# ---------------------------------------------------------------------------------------------
+# (b) install / uninstall
+# ---------------------------------------------------------------------------------------------
+
+def _cached_choices():
+    from torch._inductor import virtualized
+
+    return getattr(virtualized.threadlocal, virtualized._choices._key, None)
+
+
+def test_install_and_uninstall_restore_config_and_reset_the_cache(model_root):
+    from torch._inductor import config
+    from torch._inductor.virtualized import V
+
+    def previous():  # a user's own factory
+        from torch._inductor.choices import InductorChoices
+        return InductorChoices()
+
+    with config.patch(inductor_choices_class=previous, max_autotune_gemm_search_space="DEFAULT"):
+        stale = V.choices  # cached per thread
+        assert _cached_choices() is stale
+        p = predictor.install(model_root / "syn-lgbm", top_k=2, space="exhaustive", _device=DEVICE)
+        try:
+            assert config.inductor_choices_class is p and config.max_autotune_gemm_search_space == "EXHAUSTIVE"
+            assert _cached_choices() is None
+            assert V.choices.pruner is p and V.choices.uuid() == p.uuid()
+            with predictor.pruning(model_root / "syn-lgbm", top_k=1, _device=DEVICE) as inner:
+                assert config.inductor_choices_class is inner and V.choices.pruner is inner
+            assert config.inductor_choices_class is p and V.choices.pruner is p
+        finally:
+            predictor.uninstall()
+        assert config.inductor_choices_class is previous and config.max_autotune_gemm_search_space == "DEFAULT"
+        assert _cached_choices() is None and type(V.choices).__name__ == "InductorChoices"
+        predictor.uninstall()  # nothing installed: a no-op
+        assert config.inductor_choices_class is previous
+    assert predictor.stats()["gemms_seen"] == 0  # the most recent pruner (inner) saw nothing
+
+
+def test_pruner_pickles_as_its_settings_and_keys_the_cache(model_root):
+    from torch._inductor import config
+
+    with predictor.pruning(model_root / "syn-lgbm", top_k=2, _device=DEVICE) as p:
+        assert pickle.loads(pickle.dumps(p)) is p  # a config snapshot restores the installed pruner
+        assert pickle.dumps(p) != pickle.dumps(GemmPruner(replace(p.settings, top_k=3)))
+        if "inductor_choices_class" in getattr(config, "_cache_config_factory_keys", []):  # torch >= 2.13
+            assert config.save_config_portable()["inductor_choices_class"] == p.uuid()
+    restored = pickle.loads(pickle.dumps(p))  # another process: same settings, model loaded on first use
+    assert restored is not p and restored.load().uuid() == p.uuid()
+
+
+# ---------------------------------------------------------------------------------------------
+# (c), (d) real max-autotune compiles on the CPU
+# ---------------------------------------------------------------------------------------------
+
+def _compile_and_check(spy: GemmPruner | None = None) -> list[tuple]:
+    """Compile a small model with two matmuls (a plain one, a linear layer) under max-autotune and
+    compare with eager; returns what the pruner's filter saw (op, template uids, Problem)."""
+    seen: list[tuple] = []
+    if spy is not None:
+        real = spy.filter
+
+        def recording(choices, kernel_inputs, op_name):
+            seen.append((op_name, [c.template.uid for c in choices], problem_from_inputs(kernel_inputs, op_name)))
+            return real(choices, kernel_inputs, op_name)
+
+        spy.filter = recording
+    torch._dynamo.reset()
+    w1, w2, bias = torch.randn(48, 32), torch.randn(16, 32), torch.randn(16)
+    x = torch.randn(40, 48)
+
+    def model(x):
+        return torch.nn.functional.linear((x @ w1).relu(), w2, bias)
+
+    from torch._inductor import config
+
+    with config.patch(fx_graph_cache=False, max_autotune_gemm_backends="ATEN"):
+        out = torch.compile(model, mode="max-autotune-no-cudagraphs")(x)
+    torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-4)
+    torch._dynamo.reset()
+    return seen
+
+
+def test_compile_with_a_model_for_this_device(model_root):
+    with predictor.pruning(model_root / "syn-lgbm-all", top_k=1, keep_aten=False, _device=DEVICE) as p:
+        seen = _compile_and_check(p)
+    assert p.disabled is None
+    # CPU Inductor offers only aten (plus an empty second addmm call); the problems read off the IR nodes:
+    assert seen and all(op in ("mm", "addmm") and set(uids) <= {f"aten::{op}"} for op, uids, _ in seen)
+    assert ("mm", ["aten::mm"], Problem("mm", 40, 32, 48, "float32", align=16)) in seen
+    assert ("addmm", ["aten::addmm"], Problem("addmm", 40, 16, 32, "float32", layout_b="col", align=16)) in seen
+    s = predictor.stats()
+    assert s["gemms_seen"] == len(seen) and s["fallbacks"] == {} and s["kept_total"] == s["considered_total"]
+
+
+def test_compile_with_dynamic_shapes_reads_size_hints():
+    """Symbolic sizes go through the graph's size hints; a bmm with a transposed B reads as ``col``."""
+    p = GemmPruner(HookSettings(top_k=1, device=DEVICE), ranker=PositionRanker(), metadata={"device": DEVICE.to_dict()})
+    seen = []
+    real = p.filter
+
+    def recording(choices, kernel_inputs, op_name):
+        seen.append(problem_from_inputs(kernel_inputs, op_name))
+        return real(choices, kernel_inputs, op_name)
+
+    p.filter = recording
+    from torch._inductor import config
+
+    a, b = torch.randn(40, 48), torch.randn(48, 32)
+    ba, bb = torch.randn(3, 40, 48), torch.randn(3, 32, 48).transpose(1, 2)
+    torch._dynamo.reset()
+    try:
+        with config.patch(inductor_choices_class=p, fx_graph_cache=False, max_autotune_gemm_backends="ATEN"):
+            hook._drop_cached_choices()
+            mm = torch.compile(lambda x, y: x @ y, mode="max-autotune-no-cudagraphs", dynamic=True)
+            torch.testing.assert_close(mm(a, b), a @ b)
+            bmm = torch.compile(torch.bmm, mode="max-autotune-no-cudagraphs")
+            torch.testing.assert_close(bmm(ba, bb), torch.bmm(ba, bb))
+    finally:
+        hook._drop_cached_choices()
+        torch._dynamo.reset()
+    assert Problem("mm", 40, 32, 48, "float32", align=16) in seen
+    assert Problem("bmm", 40, 32, 48, "float32", b=3, layout_b="col", align=16) in seen
+
+
+def test_compile_with_the_shipped_gpu_model_on_cpu_passes_through(caplog):
+    model = SHIPPED if SHIPPED.is_dir() else "models/does-not-exist"
+    with caplog.at_level(logging.WARNING, logger=LOGGER), predictor.pruning(model, top_k=1) as p:
+        _compile_and_check()
+    if not torch.cuda.is_available():
+        assert p.disabled == "no_model"
+        assert len([r for r in caplog.records if r.name == LOGGER]) == 1
+    s = predictor.stats()
+    assert s["gemms_seen"] >= 1 and s["pruned"] == 0
+
+
+def test_compile_with_a_broken_model_passes_through(model_root, tmp_path, caplog):
+    broken = tmp_path / "broken"
+    shutil.copytree(model_root / "syn-lgbm-all", broken)
+    path = broken / LGBM_FILE
+    path.write_text(path.read_text()[:-100] + "garbage")
+    with caplog.at_level(logging.WARNING, logger=LOGGER), predictor.pruning(broken, top_k=1, _device=DEVICE) as p:
+        _compile_and_check()
+    assert p.disabled == "no_model"
+    messages = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert len(messages) == 1 and "sha256" in messages[0]
+    s = p.stats()
+    assert s["gemms_seen"] >= 2 and s["fallbacks"]["no_model"] >= 2 and s["kept_total"] == s["considered_total"]
