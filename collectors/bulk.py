@@ -77,8 +77,9 @@ def select_problems(corpus: str, shard: Shard, out: str, query: str | None, limi
 
 
 def problem_of(row: Any) -> Problem:
-    return Problem(**{f: (int(getattr(row, f)) if f in ("b", "m", "n", "k", "align") else getattr(row, f))
-                      for f in PROBLEM_FIELDS})
+    """A Problem from a corpus/dataset row: an itertuples namedtuple or a Series (whose ``.align`` is a method)."""
+    get = row.__getitem__ if isinstance(row, pd.Series) else (lambda f: getattr(row, f))
+    return Problem(**{f: (int(get(f)) if f in ("b", "m", "n", "k", "align") else str(get(f))) for f in PROBLEM_FIELDS})
 
 
 # --- parallel precompilation -------------------------------------------------------------------------------
