@@ -569,17 +569,12 @@ def _make_baseline(name: str) -> Any:
 
 
 def _select_space(rows: pd.DataFrame, space: str, source: str) -> pd.DataFrame:
-    """Keep the rows collected for ``space`` (column ``space`` when present, else the file metadata's)."""
-    if "space" not in rows.columns:
-        declared = rows.attrs.get("metadata", {}).get("space")
-        if declared is not None and declared != space:
-            raise EvaluationError(f"{source} was collected for space {declared!r}, not {space!r}; evaluate with space={declared!r}")
-        return rows
-    selected = rows[rows["space"].astype(str) == space]
-    if selected.empty:
-        spaces = ", ".join(repr(s) for s in sorted(rows["space"].astype(str).unique()))
-        raise EvaluationError(f"{source} holds no rows of space {space!r} (it holds {spaces}); evaluate with one of those")
-    return selected
+    from .schema import DatasetError, select_space
+
+    try:
+        return select_space(rows, space, source)
+    except DatasetError as exc:
+        raise EvaluationError(f"{exc}; evaluate with a space the dataset holds") from None
 
 
 def run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: str | Path, space: str = "default",

@@ -68,6 +68,20 @@ def validate_frame(df: pd.DataFrame, source: str = "<frame>") -> pd.DataFrame:
         raise DatasetError(f"{source}: a column has the wrong type ({exc})") from None
 
 
+def select_space(rows: pd.DataFrame, space: str, source: str = "dataset") -> pd.DataFrame:
+    """Rows collected for ``space``: by the ``space`` column when present, else the file metadata's must agree."""
+    if "space" not in rows.columns:
+        declared = rows.attrs.get("metadata", {}).get("space")
+        if declared is not None and declared != space:
+            raise DatasetError(f"{source} was collected for space {declared!r}, not {space!r}")
+        return rows
+    selected = rows[rows["space"].astype(str) == space]
+    if selected.empty:
+        spaces = ", ".join(repr(s) for s in sorted(rows["space"].astype(str).unique()))
+        raise DatasetError(f"{source} holds no rows of space {space!r} (it holds {spaces})")
+    return selected
+
+
 def file_metadata(path: str | Path) -> dict[str, Any]:
     raw = pq.read_schema(path).metadata or {}
     return {k.decode(): json.loads(v) for k, v in raw.items() if not k.startswith(b"pandas") and not k.startswith(b"ARROW")}

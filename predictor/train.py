@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from .device import DeviceInfo
 from .evaluate import KS, RANDOM, per_problem_fraction, random_expectation, summarise
 from .rankers import BASELINES, RANKERS, make_ranker
-from .schema import file_sha256, read_dataset
+from .schema import file_sha256, read_dataset, select_space
 from .split import groups_of, split_by_group
 
 log = logging.getLogger(__name__)
@@ -50,19 +50,9 @@ def evaluate_ranker(ranker, rows: pd.DataFrame, device: DeviceInfo, ks: Iterable
 # --- training ------------------------------------------------------------------------------------------
 
 def _select_space(rows: pd.DataFrame, space: str) -> pd.DataFrame:
-    """Rows of the requested candidate space: the ``space`` column when present, else the file metadata's
-    ``space`` must agree (the same rule as ``predictor.evaluate``)."""
     if space not in SPACES:
         raise ValueError(f"unknown space {space!r}; expected one of {', '.join(SPACES)}")
-    if "space" not in rows.columns:
-        declared = rows.attrs.get("metadata", {}).get("space")
-        if declared is not None and declared != space:
-            raise ValueError(f"dataset was collected for space {declared!r}, not {space!r}")
-        return rows
-    chosen = rows[rows["space"].astype(str) == space]
-    if chosen.empty:
-        raise ValueError(f"dataset has no rows of space {space!r} (it holds {sorted(map(str, rows['space'].unique()))})")
-    return chosen
+    return select_space(rows, space)
 
 
 def _takes_seed(name: str) -> bool:
