@@ -368,8 +368,8 @@ class GemmPruner:
             return choices  # nothing to prune: skip the problem and the model
 
         problem = problem_from_inputs(kernel_inputs, op)
-        if s.min_confidence is not None:
-            self._check_in_range(problem)
+        # an op or dtype the model never trained on is always passed through; sizes only when asked to be careful
+        self._check_in_range(problem, sizes=s.min_confidence is not None)
         scores = self.ranker.score(_rows(problem, cands, hints), self.device)
         scores = np.asarray(scores, dtype=np.float64)
         if scores.shape != (len(choices),) or not np.isfinite(scores).all():
@@ -400,12 +400,12 @@ class GemmPruner:
                       ", ".join(f"{cands[i].key}={scores[i]:.3f}" for i in ranked))
         return [choices[i] for i in sorted(keep)]
 
-    def _check_in_range(self, problem: Problem) -> None:
+    def _check_in_range(self, problem: Problem, sizes: bool = True) -> None:
         """Pass a problem through when it lies outside what the model was trained on (if the metadata says)."""
         ranges = self.metadata.get(RANGES_KEY)
         if not isinstance(ranges, dict):
             return
-        for name in ("b", "m", "n", "k"):
+        for name in ("b", "m", "n", "k") if sizes else ():
             bounds = ranges.get(name)
             value = getattr(problem, name)
             if isinstance(bounds, (list, tuple)) and len(bounds) == 2 and not bounds[0] <= value <= bounds[1]:

@@ -55,6 +55,14 @@ def _select_space(rows: pd.DataFrame, space: str) -> pd.DataFrame:
     return select_space(rows, space)
 
 
+def _problem_ranges(rows: pd.DataFrame) -> dict[str, Any]:
+    ok = rows[rows["status"] == "ok"]
+    ranges: dict[str, Any] = {name: [int(ok[name].min()), int(ok[name].max())] for name in ("b", "m", "n", "k")}
+    ranges["ops"] = sorted(map(str, ok["op"].unique()))
+    ranges["dtypes"] = sorted(map(str, ok["dtype"].unique()))
+    return ranges
+
+
 def _takes_seed(name: str) -> bool:
     cls = RANKERS.get(name)
     return cls is not None and "seed" in inspect.signature(cls.__init__).parameters
@@ -149,6 +157,9 @@ def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = No
             "test_groups": sorted(map(str, groups_of(test_rows).unique())),
         },
         "fitted_on": "all rows" if refit_all else "training split",
+        # what the fitted model has seen: the hook passes unseen ops/dtypes through and, with min_confidence,
+        # sizes outside these ranges
+        "problem_ranges": _problem_ranges(rows if refit_all else train_rows),
         "metrics": {"train": training, "heldout": heldout, "definition": "predictor.evaluate (DESIGN.md, Ranking and metrics)"},
         "train_seconds": round(time.perf_counter() - started, 3),
         "device": device.to_dict(),

@@ -238,6 +238,17 @@ def test_out_of_training_range_passes_through():
     assert len(inside.filter(smaller, mm_inputs(200, 768, 3072), "mm")) == 3
 
 
+def test_unseen_dtype_passes_through_even_without_min_confidence():
+    choices = fake_choices(PROBLEM)  # float16
+    meta = {"device": DEVICE.to_dict(), "problem_ranges": {"m": [1, 64], "ops": ["mm"], "dtypes": ["bfloat16"]}}
+    p = pruner(metadata=meta, top_k=2)
+    assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") is choices
+    assert p.stats()["fallbacks"] == {"out_of_distribution": 1}
+    # sizes outside the range alone do not pass through unless min_confidence asks for care
+    meta["problem_ranges"]["dtypes"] = ["float16"]
+    assert len(pruner(metadata=meta, top_k=2).filter(choices, mm_inputs(512, 768, 3072), "mm")) == 3
+
+
 def test_problem_from_inputs():
     a_t = FakeNode((512, 3072), (1, 512))  # A stored transposed
     b_t = FakeNode((3072, 768), (1, 3072))  # B = weight.t() as in F.linear
