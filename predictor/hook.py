@@ -46,6 +46,7 @@ PREFERRED_SUFFIX = "-lgbm-all"  # the shipped default: LambdaRank refit on every
 # Optional model metadata section with the training problems' extent, e.g.
 # {"m": [1, 28672], "n": [9, 151936], "k": [128, 65536], "ops": ["mm", ...], "dtypes": [...]}.
 RANGES_KEY = "problem_ranges"
+PRUNING_KEY = "pruning"
 # Inductor's op_name -> Problem.op. Anything else (baddbmm, scaled_mm, "mm-ah", ...) is passed through.
 INDUCTOR_OPS = {"mm": "mm", "addmm": "addmm", "bmm": "bmm", "int_mm": "int_mm"}
 # Inductor's max_autotune_gemm_search_space value for each of our spaces.
@@ -73,6 +74,7 @@ class HookSettings:
     min_confidence: float | None = None
     hints: str | None = None
     device: DeviceInfo | None = None  # test-only override of the GPU (see ``install(_device=...)``)
+    margin: float | str | None = "auto"
 
     def __post_init__(self) -> None:
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
@@ -83,6 +85,9 @@ class HookSettings:
         if confidence is not None and not (isinstance(confidence, (int, float)) and math.isfinite(confidence)
                                            and confidence >= 0):
             raise ValueError(f"min_confidence must be a non-negative number or None, got {self.min_confidence!r}")
+        if not (self.margin is None or self.margin == "auto"
+                or (isinstance(self.margin, (int, float)) and math.isfinite(self.margin) and self.margin >= 0)):
+            raise ValueError(f"margin must be 'auto', None or a non-negative number, got {self.margin!r}")
         if self.hints == "predict":
             raise NotImplementedError("hints='predict' needs a hint-bucket model, which no model folder provides yet "
                                       "(the Hint-buckets issue adds it); use hints=None to keep the top-k of every "
@@ -226,6 +231,18 @@ class GemmPruner:
         self.device: DeviceInfo | None = (DeviceInfo.from_metadata(self.metadata) if "device" in self.metadata
                                           else settings.device)
 
+    @property
+    def margin(self) -> float | None:
+        """Score margin below the favourite beyond which candidates are dropped even inside the top k.
+
+        ``"auto"`` takes the margin calibrated on held-out problems at training time (metadata
+        ``pruning.margin``; None when the model has none), so a confident model keeps one or two candidates
+        (a single survivor is used without benchmarking) and an unsure one keeps up to k."""
+        m = self.settings.margin
+        if m == "auto":
+            m = (self.metadata.get(PRUNING_KEY) or {}).get("margin")
+        return None if m is None else float(m)
+
     # -- set-up --------------------------------------------------------------------------------
     def load(self) -> GemmPruner:
         """Resolve and load the model once; on any problem disable pruning with one warning."""
@@ -288,7 +305,7 @@ class GemmPruner:
             s = self.settings
             key = {"model_sha256": None if self.ranker is None else self.metadata.get("model_sha256"),
                    "top_k": s.top_k, "space": s.space, "keep_aten": s.keep_aten,
-                   "min_confidence": s.min_confidence, "hints": s.hints}
+                   "min_confidence": s.min_confidence, "hints": s.hints, "margin": self.margin}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self._uuid
 
@@ -375,6 +392,7 @@ class GemmPruner:
         if scores.shape != (len(choices),) or not np.isfinite(scores).all():
             raise ValueError(f"the ranker returned {scores.shape} scores, not {len(choices)} finite ones")
 
+        margin = self.margin
         keep: set[int] = set()
         for hint, members in groups.items():
             idx = np.asarray(members)
@@ -388,7 +406,10 @@ class GemmPruner:
                         self._fallbacks["low_confidence"] += 1
                     log.debug("gemm-predictor: %s hint=%s: margin %.3g < %.3g, keeping top %d",
                               problem, hint, margin, s.min_confidence, k)
-            keep.update(int(i) for i in order[:k])
+            chosen = order[:k]
+            if margin is not None:  # drop what the model clearly ranks below its favourite
+                chosen = chosen[scores[chosen] >= scores[order[0]] - margin]
+            keep.update(int(i) for i in chosen)
         if s.keep_aten:
             aten = [i for i, c in enumerate(cands) if c.family == "aten"]
             if aten and not keep.intersection(aten):
@@ -488,7 +509,7 @@ def _drop_cached_choices() -> None:
 
 
 def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
-            min_confidence: float | None = None, hints: str | None = None, *,
+            min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
             _device: DeviceInfo | None = None) -> GemmPruner:
     """Make max-autotune benchmark only the predicted top ``top_k`` candidates of every GEMM.
 
@@ -500,14 +521,17 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     survives and Inductor uses it without benchmarking. ``min_confidence`` (score units): when the
     score margin between the #1 and #(k+1) candidate is smaller, keep the top 2k instead; and when the
     model metadata records training ranges (``problem_ranges``) and the problem lies outside them, pass
-    all choices through. None trusts the model everywhere. ``hints``: only None for now (keep the top k
+    all choices through. None trusts the model everywhere. ``margin``: within the top k keep only
+    candidates scored at most this far below the favourite; ``"auto"`` (default) uses the margin the model
+    was calibrated with on held-out problems (``metadata.json`` ``pruning``), None keeps all k. ``hints``: only None for now (keep the top k
     of every ``config.multi_kernel_hints`` group, scored with M = the hint); ``"predict"`` raises
     NotImplementedError until a hint-bucket model exists. ``_device``: tests only, pretend this is the
     GPU (and prune GEMMs of any device type).
 
     Returns the pruner (``.stats()``, ``.uuid()``); ``uninstall()`` restores the previous settings."""
     settings = HookSettings(model=None if model is None else str(model), top_k=top_k, space=space,
-                            keep_aten=keep_aten, min_confidence=min_confidence, hints=hints, device=_device)
+                            keep_aten=keep_aten, min_confidence=min_confidence, hints=hints, device=_device,
+                            margin=margin)
     pruner = GemmPruner(settings).load()
     from torch._inductor import config
 
@@ -533,10 +557,10 @@ def uninstall() -> None:
 
 @contextlib.contextmanager
 def pruning(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
-            min_confidence: float | None = None, hints: str | None = None, *,
+            min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
             _device: DeviceInfo | None = None) -> Iterator[GemmPruner]:
     """``with pruning(top_k=3): torch.compile(...)(x)`` — ``install`` for the block, ``uninstall`` after."""
-    pruner = install(model, top_k, space, keep_aten, min_confidence, hints, _device=_device)
+    pruner = install(model, top_k, space, keep_aten, min_confidence, hints, margin=margin, _device=_device)
     try:
         yield pruner
     finally:

@@ -55,6 +55,27 @@ def _select_space(rows: pd.DataFrame, space: str) -> pd.DataFrame:
     return select_space(rows, space)
 
 
+MARGIN_GRID = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def calibrate_margin(model: Any, rows: pd.DataFrame, device: DeviceInfo, top_k: int = 5,
+                     max_oracle_loss: float = 0.005, min_p5: float = 0.95) -> dict[str, Any]:
+    """The smallest score margin whose pruning keeps held-out oracle within ``max_oracle_loss`` of plain
+    top-k and p5 >= ``min_p5`` (or plain top-k's p5 if lower): fewer kept choices = less autotuning.
+    None when no margin qualifies (the hook then keeps all k)."""
+    from .evaluate import pruning_rule_summary
+
+    scores = model.score(rows, device)
+    plain = pruning_rule_summary(rows, scores, top_k, None)
+    curve = {str(m): pruning_rule_summary(rows, scores, top_k, m) for m in MARGIN_GRID}
+    ok = [m for m in MARGIN_GRID if curve[str(m)]["oracle"] >= plain["oracle"] - max_oracle_loss
+          and curve[str(m)]["p5"] >= min(min_p5, plain["p5"])]
+    margin = ok[0] if ok else None
+    return {"margin": margin, "top_k": top_k, "keep_aten": True, "criterion":
+            f"oracle >= top-{top_k} oracle - {max_oracle_loss}, p5 >= {min_p5}", "plain": plain,
+            "chosen": curve[str(margin)] if margin is not None else plain, "curve": curve}
+
+
 def _problem_ranges(rows: pd.DataFrame) -> dict[str, Any]:
     ok = rows[rows["status"] == "ok"]
     ranges: dict[str, Any] = {name: [int(ok[name].min()), int(ok[name].max())] for name in ("b", "m", "n", "k")}
@@ -132,6 +153,11 @@ def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = No
              training["oracle@1"], heldout[model.name]["oracle@5"],
              ", ".join(f"{n} {m['oracle@1']:.3f}" for n, m in heldout.items() if n != model.name))
 
+    pruning = calibrate_margin(model, test_rows, device)
+    log.info("pruning margin %s: held-out oracle %.3f with %.2f choices kept on average (%.0f%% single)",
+             pruning["margin"], pruning["chosen"]["oracle"], pruning["chosen"]["kept_mean"],
+             100 * pruning["chosen"]["single"])
+
     if refit_all:
         steps.set_postfix_str("refit on all rows")
         model = make_ranker(ranker, **params).fit(rows, device)
@@ -160,6 +186,8 @@ def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = No
         # what the fitted model has seen: the hook passes unseen ops/dtypes through and, with min_confidence,
         # sizes outside these ranges
         "problem_ranges": _problem_ranges(rows if refit_all else train_rows),
+        # the hook's default score margin, calibrated on the held-out split (the refit model shares it)
+        "pruning": pruning,
         "metrics": {"train": training, "heldout": heldout, "definition": "predictor.evaluate (DESIGN.md, Ranking and metrics)"},
         "train_seconds": round(time.perf_counter() - started, 3),
         "device": device.to_dict(),

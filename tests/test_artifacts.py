@@ -138,6 +138,12 @@ def test_train_end_to_end(tmp_path):
     assert heldout["lgbm_rank"]["hit@1"] > heldout["random"]["hit@1"]
     ranker, loaded = load_model(tmp_path / "models" / "lgbm", expect_device=DEVICE)
     assert loaded["model_sha256"] == meta["model_sha256"]
+    # the hook's margin is calibrated on the held-out split and meets its own criterion
+    pruning = meta["pruning"]
+    assert pruning["margin"] is None or pruning["margin"] in (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+    chosen, plain = pruning["chosen"], pruning["plain"]
+    assert chosen["oracle"] >= plain["oracle"] - 0.005 and chosen["kept_mean"] <= plain["kept_mean"]
+    assert meta["problem_ranges"]["ops"] == ["mm"] and meta["problem_ranges"]["m"][0] >= 1
 
     refit = train(dataset, "tree", tmp_path / "models" / "tree", refit_all=True, progress=False)
     assert refit["refit_all"] is True and refit["fitted_on"] == "all rows"

@@ -363,3 +363,21 @@ def test_autoheuristic_matches_torch():
     other = DeviceInfo(**{**METADATA["device"], "cc": "8.0", "smem_per_block": 166912})
     assert (ranker.score(rows, other) == ah.UNRANKED_SCORE).all()
     assert ah.AutoHeuristicRanker(check_device=False).applies(rows, other).any()
+
+
+def test_pruning_rule_by_hand(hand):
+    """The hook's rule on the hand-made problems (scores: P1 b=3 c=2 a=1; P2 c=3 b=2 a=1; P3 a=3 b=2 c=1).
+
+    k=2, margin 0.5, keep_aten: P1 keeps b (c is 1 below) + aten a -> min(20, 10) = 10 -> 1.0, 2 kept;
+    P2 keeps c (failed; b is 1 below) + aten a -> 8 -> 4/8 = 0.5, 2 kept; P3 keeps a only -> 1.0, 1 kept.
+    Without keep_aten: P1 0.5 (b alone), P2 0 (only the failed c), P3 1.0; all single.
+    """
+    rows, scores = hand
+    r = ev.pruning_rule_summary(rows, scores, k=2, margin=0.5, keep_aten=True)
+    assert r["oracle"] == pytest.approx(0.5 ** (1 / 3))
+    assert r["kept_mean"] == pytest.approx(5 / 3) and r["single"] == pytest.approx(1 / 3)
+    r = ev.pruning_rule_summary(rows, scores, k=2, margin=0.5, keep_aten=False)
+    assert r["kept_mean"] == 1.0 and r["single"] == 1.0 and r["failed"] == pytest.approx(1 / 3)
+    # no margin = plain top-k (+aten): P1 b,c + a -> 1.0; P2 c,b + a -> 1.0; P3 a,b -> 1.0
+    r = ev.pruning_rule_summary(rows, scores, k=2, margin=None, keep_aten=True)
+    assert r["oracle"] == 1.0 and r["kept_mean"] == pytest.approx(8 / 3)

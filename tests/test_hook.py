@@ -249,6 +249,18 @@ def test_unseen_dtype_passes_through_even_without_min_confidence():
     assert len(pruner(metadata=meta, top_k=2).filter(choices, mm_inputs(512, 768, 3072), "mm")) == 3
 
 
+def test_margin_keeps_only_what_the_model_cannot_tell_apart():
+    choices = fake_choices(PROBLEM)  # PositionRanker: the last choice scores highest, one unit per step
+    kept = pruner(top_k=5, margin=1.5).filter(choices, mm_inputs(512, 768, 3072), "mm")
+    assert kept == [choices[0], *choices[-2:]]  # scores n-1 and n-2 are within 1.5; aten kept as the fallback
+    # "auto" takes the calibrated margin from the model metadata; without one it keeps all k
+    meta = {"device": DEVICE.to_dict(), "model_sha256": "abc", "pruning": {"margin": 0.5}}
+    assert pruner(metadata=meta, top_k=5).filter(choices, mm_inputs(512, 768, 3072), "mm") == [choices[0], choices[-1]]
+    assert len(pruner(top_k=5).filter(choices, mm_inputs(512, 768, 3072), "mm")) == 6
+    with pytest.raises(ValueError, match="margin"):
+        HookSettings(margin=-1.0)
+
+
 def test_problem_from_inputs():
     a_t = FakeNode((512, 3072), (1, 512))  # A stored transposed
     b_t = FakeNode((3072, 768), (1, 3072))  # B = weight.t() as in F.linear
