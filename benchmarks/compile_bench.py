@@ -5,8 +5,10 @@
 For GEMMs from the shipped model's held-out problem groups (shapes it never trained on) it compiles each in
 every mode with fresh caches and measures: compile (autotune) wall time of the first call, the compiled
 kernel's time under a CUDA graph (warm L2, steady state) and with the L2 flushed before each call (cold),
-and the max relative error against an fp32 matmul. Writes results.json, results.md and a PNG of speed vs
-compile time; prints the table. Resumable: finished (gemm, mode) pairs in results.json are skipped.
+and the max relative error against an fp32 matmul. With ``--block`` a transformer block (fwd + bwd,
+12 GEMMs) is compiled the same way and its training-step time measured. Modes: plain, full, hook-k<K>
+(calibrated margin), hook-k<K>-nomargin. Writes results.json, results.md and a PNG of speed vs compile time;
+prints the table. Resumable: finished (gemm, mode) pairs in results.json are skipped.
 """
 
 from __future__ import annotations
@@ -37,6 +39,50 @@ def pick_gemms(model: str, dataset: str, n: int, seed: int) -> list[dict]:
     take = probs.sample(n=min(n, len(probs)), random_state=seed)
     cols = ["problem_id", "family_tag", "op", "m", "n", "k", "dtype", "layout_a", "layout_b"]
     return [dict(zip(cols, r)) for r in take[cols].itertuples(index=False)]
+
+
+BLOCK = {"problem_id": "block", "family_tag": "block", "op": "block", "m": 2048, "n": 1024, "k": 4096,
+         "dtype": "bfloat16", "layout_a": "fwd", "layout_b": "bwd"}
+
+
+def build_block(g: dict):
+    """A pre-norm transformer block (qkv, attention, out projection, MLP), fwd + bwd: 12 GEMMs per step."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    tokens, d, ffn = g["m"], g["n"], g["k"]
+    heads, seq = 16, 512
+    dtype = getattr(torch, g["dtype"])
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.up, self.down = nn.Linear(d, ffn), nn.Linear(ffn, d)
+
+        def forward(self, x):
+            b = x.shape[0] // seq
+            q, k, v = self.qkv(self.norm1(x)).view(b, seq, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            attn = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(x.shape)
+            x = x + self.proj(attn)
+            return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+    torch.manual_seed(0)
+    block = Block().to("cuda", dtype)
+    x = torch.randn(tokens, d, device="cuda", dtype=dtype, requires_grad=True)
+    with torch.no_grad():
+        ref = block(x).float()
+
+    def step(module):
+        def run(inp):
+            out = module(inp)
+            out.float().square().mean().backward()
+            return out
+        return run
+
+    return block, step, x, ref
 
 
 def build(g: dict):
@@ -91,6 +137,37 @@ def time_compiled(fn, args) -> tuple[float, float]:
     return float(np.median(warm)), float(np.median(cold))
 
 
+def parse_mode(mode: str) -> dict | None:
+    """``hook-k5`` -> install(top_k=5) (calibrated margin); ``hook-k5-nomargin`` -> install(top_k=5, margin=None)."""
+    if not mode.startswith("hook-k"):
+        if mode not in ("plain", "full"):
+            raise ValueError(f"unknown mode {mode!r}: plain, full, hook-k<K>[-nomargin]")
+        return None
+    k, _, rest = mode[len("hook-k"):].partition("-")
+    if not k.isdigit() or rest not in ("", "nomargin"):
+        raise ValueError(f"unknown mode {mode!r}: plain, full, hook-k<K>[-nomargin]")
+    return {"top_k": int(k), "margin": None if rest == "nomargin" else "auto"}
+
+
+def time_block_step(step, x) -> float:
+    """Median fwd+bwd step time in us (warm; autograd is not graph-captured here)."""
+    import numpy as np
+    import torch
+
+    for _ in range(3):
+        step(x)
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(20):
+        s.record()
+        step(x)
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e) * 1e3)
+    return float(np.median(times))
+
+
 def run_mode(g: dict, mode: str, model: str) -> dict:
     import torch
     from torch._inductor import config as icfg
@@ -98,25 +175,35 @@ def run_mode(g: dict, mode: str, model: str) -> dict:
 
     import predictor
 
-    fn, args, ref = build(g)
+    hook = parse_mode(mode)
+    is_block = g["problem_id"] == "block"
+    if is_block:
+        block, make_step, x, ref = build_block(g)
+        fn, args = block, (x,)
+    else:
+        fn, args, ref = build(g)
     benchmarked = []
     clear_feedback_savers()
     add_feedback_saver(lambda timings, name, inputs, choices, *rest: benchmarked.append(len(choices)))
     torch._dynamo.reset()
-    if mode.startswith("hook"):
-        predictor.install(model=model, top_k=int(mode.split("k")[-1]))
+    if hook is not None:
+        predictor.install(model=model, **hook)
     try:
         with icfg.patch({"force_disable_caches": True}):
             compiled = torch.compile(fn, mode=None if mode == "plain" else "max-autotune-no-cudagraphs", dynamic=False)
             start = time.time()
-            out = compiled(*args)
+            out = make_step(compiled)(*args) if is_block else compiled(*args)  # block: fwd + bwd compile
             torch.cuda.synchronize()
             compile_s = time.time() - start
     finally:
-        if mode.startswith("hook"):
+        if hook is not None:
             predictor.uninstall()
         clear_feedback_savers()
     err = float((out.float() - ref).norm() / ref.norm())
+    if is_block:
+        step_us = time_block_step(make_step(compiled), x)
+        return {"compile_s": compile_s, "warm_us": step_us, "cold_us": float("nan"), "rel_err": err,
+                "benchmarked": sum(benchmarked)}
     warm, cold = time_compiled(compiled, args)
     return {"compile_s": compile_s, "warm_us": warm, "cold_us": cold, "rel_err": err,
             "benchmarked": sum(benchmarked)}
@@ -187,6 +274,7 @@ def main() -> None:
     ap.add_argument("--ks", default="1,3,5,8")
     ap.add_argument("--modes", default=None, help="comma list overriding plain,full,hook-k<k>...")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--block", action="store_true", help="also a transformer block, fwd + bwd (12 GEMMs)")
     ap.add_argument("--out", default="docs/benchmarks/latest")
     ap.add_argument("--replot", default=None, help="only rewrite results.md + PNG from this results.json (no GPU)")
     args = ap.parse_args()
@@ -201,7 +289,9 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     modes = args.modes.split(",") if args.modes else ["plain", "full"] + [f"hook-k{k}" for k in args.ks.split(",")]
-    gemms = pick_gemms(args.split_model, args.dataset, args.gemms, args.seed)
+    for mode in modes:
+        parse_mode(mode)  # fail before any GPU work on a typo
+    gemms = pick_gemms(args.split_model, args.dataset, args.gemms, args.seed) + ([BLOCK] if args.block else [])
     res_file = out / "results.json"
     results = json.loads(res_file.read_text())["results"] if res_file.exists() else {}
     device = f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {__import__('triton').__version__}"

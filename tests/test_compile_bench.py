@@ -1,0 +1,33 @@
+"""The end-to-end benchmark's bookkeeping (modes, ratios, tables) on recorded numbers, without a GPU."""
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import compile_bench  # noqa: E402
+
+
+def test_modes():
+    assert compile_bench.parse_mode("plain") is None and compile_bench.parse_mode("full") is None
+    assert compile_bench.parse_mode("hook-k8") == {"top_k": 8, "margin": "auto"}
+    assert compile_bench.parse_mode("hook-k1-nomargin") == {"top_k": 1, "margin": None}
+    for bad in ("hook-k", "hook-k3-x", "fast"):
+        with pytest.raises(ValueError, match="unknown mode"):
+            compile_bench.parse_mode(bad)
+
+
+def test_summary_ratios_and_outputs(tmp_path):
+    gemms = [{"problem_id": "a", "op": "mm", "m": 1, "n": 2, "k": 3, "dtype": "float16", "layout_a": "row", "layout_b": "col"},
+             {"problem_id": "b", "op": "mm", "m": 4, "n": 5, "k": 6, "dtype": "bfloat16", "layout_a": "row", "layout_b": "row"}]
+    r = lambda c, w: {"compile_s": c, "warm_us": w, "cold_us": w, "benchmarked": 0, "rel_err": 0.0}
+    results = {"a|plain": r(1, 10), "a|full": r(20, 20), "a|hook-k1": r(0.5, 10),
+               "b|plain": r(1, 10), "b|full": r(30, 10), "b|hook-k1": r(0.5, 40)}
+    text = compile_bench.write_outputs(results, gemms, ["plain", "full", "hook-k1"], tmp_path, "Test GPU")
+    # hook-k1: speed vs full = 20/10 = 2 and 10/40 = 0.25 -> geomean sqrt(0.5); vs plain 1 and 0.25 -> 0.5
+    row = next(line for line in text.splitlines() if line.startswith("| hook-k1 | 2 |"))
+    assert f"{math.sqrt(0.5):.3f}" in row and "| 0.500 |" in row and "| 1.0 |" in row
+    assert (tmp_path / "results.md").read_text().startswith("GPU: Test GPU")
+    assert (tmp_path / "speed_vs_compile.png").stat().st_size > 1000
