@@ -256,6 +256,25 @@ def _metrics_table(metrics: dict[str, dict[str, float]], ks=(1, 2, 3, 5, 8, 10))
     return "\n".join(lines) + "\n"
 
 
+def _pruning_lines(meta: dict[str, Any]) -> list[str]:
+    """The hook's calibrated margin and what it costs/saves on the held-out split (when training recorded it)."""
+    pruning, ranges = meta.get("pruning"), meta.get("problem_ranges")
+    lines = []
+    if isinstance(pruning, dict):
+        chosen, plain = pruning.get("chosen", {}), pruning.get("plain", {})
+        lines += ["## Pruning in the hook (`margin='auto'`)",
+                  f"- calibrated margin {pruning.get('margin')} (score units) at top_k={pruning.get('top_k')}, "
+                  f"criterion: {pruning.get('criterion')}",
+                  f"- held-out: oracle {chosen.get('oracle', float('nan')):.3f} with {chosen.get('kept_mean', float('nan')):.2f} "
+                  f"choices kept on average ({100 * chosen.get('single', float('nan')):.0f}% of GEMMs left with one, "
+                  f"i.e. not benchmarked) vs oracle {plain.get('oracle', float('nan')):.3f} with "
+                  f"{plain.get('kept_mean', float('nan')):.2f} kept for the plain top {pruning.get('top_k')}", ""]
+    if isinstance(ranges, dict):
+        lines += [f"- trained on ops {ranges.get('ops')}, dtypes {ranges.get('dtypes')}; m {ranges.get('m')}, "
+                  f"n {ranges.get('n')}, k {ranges.get('k')} (the hook passes other ops/dtypes through)", ""]
+    return lines
+
+
 def model_card(meta: dict[str, Any]) -> str:
     """A short human-readable card from the metadata (what, trained on what, how good, where it applies)."""
     device = meta.get("device", {})
@@ -291,6 +310,7 @@ def model_card(meta: dict[str, Any]) -> str:
         "",
         "## Held-out metrics (fraction of the best time reached by the best of the top k; geometric mean)",
         _metrics_table(heldout),
+        *_pruning_lines(meta),
         "## Limitations",
         "- Valid only for the GPU above and for the Inductor candidate lists of the torch/triton versions it "
         "was measured with; a new torch may offer candidates the model never saw.",
