@@ -48,3 +48,9 @@ class DeviceInfo:
 
     def same_gpu(self, other: "DeviceInfo") -> bool:
         return self.gpu == other.gpu and self.cc == other.cc
+
+    def same_architecture(self, other: "DeviceInfo") -> bool:
+        """Same compute capability, SM count and shared memory per block (e.g. H100 SXM and H200): the tile,
+        wave and shared-memory arithmetic a ranking rests on is identical; only bandwidth and clocks differ."""
+        return (self.cc == other.cc and self.sm_count == other.sm_count
+                and self.smem_per_block == other.smem_per_block)

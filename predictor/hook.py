@@ -75,6 +75,7 @@ class HookSettings:
     hints: str | None = None
     device: DeviceInfo | None = None  # test-only override of the GPU (see ``install(_device=...)``)
     margin: float | str | None = "auto"
+    allow_similar_gpu: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
@@ -102,14 +103,18 @@ class HookSettings:
 
 def model_roots() -> list[Path]:
     """Where ``install(model=None)`` looks for model folders: ``$GEMM_PREDICTOR_MODELS`` first, then
-    the ``models/`` folder of this repository."""
+    the ``models/`` folder of this repository, then ``./models``."""
     extra = [Path(p) for p in os.environ.get(MODELS_ENV, "").split(os.pathsep) if p]
-    return [*extra, Path(__file__).resolve().parents[1] / "models"]
+    # the repository's models/ (editable installs), then ./models (a non-editable install run from a checkout)
+    return [*extra, Path(__file__).resolve().parents[1] / "models", Path.cwd() / "models"]
 
 
-def find_model(device: DeviceInfo, space: str = "default", roots: Sequence[Path] | None = None) -> Path | None:
+def find_model(device: DeviceInfo, space: str = "default", roots: Sequence[Path] | None = None,
+               allow_similar: bool = False) -> Path | None:
     """The model folder made for ``device`` (same GPU name and capability): one for ``space`` first, then
-    a ``*-lgbm-all`` folder, then the earliest root, then by name. None when no folder fits."""
+    a ``*-lgbm-all`` folder, then the earliest root, then by name. With ``allow_similar``, a model made for
+    another GPU of the same architecture (``DeviceInfo.same_architecture``) is taken when no exact one
+    exists. None when no folder fits."""
     ranked = []
     for root_index, root in enumerate(model_roots() if roots is None else roots):
         for meta_path in sorted(Path(root).glob(f"*/{METADATA_FILE}")):
@@ -119,9 +124,10 @@ def find_model(device: DeviceInfo, space: str = "default", roots: Sequence[Path]
                 trained_for = DeviceInfo.from_metadata(meta)
             except (ModelError, TypeError, ValueError):
                 continue
-            if trained_for.same_gpu(device):
-                ranked.append((meta.get("space", "default") != space, not folder.name.endswith(PREFERRED_SUFFIX),
-                               root_index, folder.name, folder))
+            exact = trained_for.same_gpu(device)
+            if exact or (allow_similar and trained_for.same_architecture(device)):
+                ranked.append((not exact, meta.get("space", "default") != space,
+                               not folder.name.endswith(PREFERRED_SUFFIX), root_index, folder.name, folder))
     return min(ranked)[-1] if ranked else None
 
 
@@ -262,14 +268,19 @@ class GemmPruner:
         if device is None:
             return self._disable("no_model", "no CUDA device; passing every GEMM through to stock max-autotune")
         if s.model is None:
-            folder = find_model(device, s.space)
+            folder = find_model(device, s.space, allow_similar=s.allow_similar_gpu)
             if folder is None:
                 return self._disable("no_model", f"no model for {device.gpu} (cc {device.cc}) under "
                                      f"{', '.join(map(str, model_roots()))}; passing every GEMM through")
         else:
             folder = Path(s.model)
         try:
-            self.ranker, self.metadata = load_model(folder, expect_device=device)
+            trained_for = DeviceInfo.from_metadata(read_metadata(folder))
+            # same architecture, other GPU (e.g. an H200 model on an H100 SXM): tile, wave and shared-memory
+            # arithmetic are identical, so the ranking transfers far better than no pruning at all
+            similar = (s.allow_similar_gpu and not trained_for.same_gpu(device)
+                       and trained_for.same_architecture(device))
+            self.ranker, self.metadata = load_model(folder, expect_device=None if similar else device)
         except ModelError as exc:
             return self._disable("no_model", f"{exc}; passing every GEMM through")
         except Exception as exc:  # noqa: BLE001 -- load_model wraps known errors; this is the rest
@@ -277,6 +288,10 @@ class GemmPruner:
                                  "passing every GEMM through")
         self.model_path = folder
         self.device = DeviceInfo.from_metadata(self.metadata)
+        if similar:
+            self._warn_once("similar_gpu", f"using {folder}, trained on {trained_for.gpu}, for "
+                            f"{device.gpu} (same cc {device.cc}, {device.sm_count} SMs, same shared memory); "
+                            "its rankings were not measured on this GPU (allow_similar_gpu=False refuses)")
         if self.metadata.get("space", "default") != s.space:
             log.warning("%s was trained on the %r space, the hook prunes the %r space; its ranking may be off",
                         folder, self.metadata.get("space"), s.space)
@@ -305,7 +320,8 @@ class GemmPruner:
             s = self.settings
             key = {"model_sha256": None if self.ranker is None else self.metadata.get("model_sha256"),
                    "top_k": s.top_k, "space": s.space, "keep_aten": s.keep_aten,
-                   "min_confidence": s.min_confidence, "hints": s.hints, "margin": self.margin}
+                   "min_confidence": s.min_confidence, "hints": s.hints, "margin": self.margin,
+                   "allow_similar_gpu": s.allow_similar_gpu}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self._uuid
 
@@ -510,7 +526,7 @@ def _drop_cached_choices() -> None:
 
 def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
             min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
-            _device: DeviceInfo | None = None) -> GemmPruner:
+            allow_similar_gpu: bool = True, _device: DeviceInfo | None = None) -> GemmPruner:
     """Make max-autotune benchmark only the predicted top ``top_k`` candidates of every GEMM.
 
     ``model``: a model folder; None picks the shipped model made for this GPU (``find_model``). A model
@@ -523,7 +539,9 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     model metadata records training ranges (``problem_ranges``) and the problem lies outside them, pass
     all choices through. None trusts the model everywhere. ``margin``: within the top k keep only
     candidates scored at most this far below the favourite; ``"auto"`` (default) uses the margin the model
-    was calibrated with on held-out problems (``metadata.json`` ``pruning``), None keeps all k. ``hints``: only None for now (keep the top k
+    was calibrated with on held-out problems (``metadata.json`` ``pruning``), None keeps all k.
+    ``allow_similar_gpu``: without a model for this exact GPU, use one made for a GPU of the same
+    architecture (same cc, SM count, shared memory; e.g. H200 -> H100 SXM), with one warning. ``hints``: only None for now (keep the top k
     of every ``config.multi_kernel_hints`` group, scored with M = the hint); ``"predict"`` raises
     NotImplementedError until a hint-bucket model exists. ``_device``: tests only, pretend this is the
     GPU (and prune GEMMs of any device type).
@@ -531,7 +549,7 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     Returns the pruner (``.stats()``, ``.uuid()``); ``uninstall()`` restores the previous settings."""
     settings = HookSettings(model=None if model is None else str(model), top_k=top_k, space=space,
                             keep_aten=keep_aten, min_confidence=min_confidence, hints=hints, device=_device,
-                            margin=margin)
+                            margin=margin, allow_similar_gpu=allow_similar_gpu)
     pruner = GemmPruner(settings).load()
     from torch._inductor import config
 
@@ -558,9 +576,10 @@ def uninstall() -> None:
 @contextlib.contextmanager
 def pruning(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
             min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
-            _device: DeviceInfo | None = None) -> Iterator[GemmPruner]:
+            allow_similar_gpu: bool = True, _device: DeviceInfo | None = None) -> Iterator[GemmPruner]:
     """``with pruning(top_k=3): torch.compile(...)(x)`` — ``install`` for the block, ``uninstall`` after."""
-    pruner = install(model, top_k, space, keep_aten, min_confidence, hints, margin=margin, _device=_device)
+    pruner = install(model, top_k, space, keep_aten, min_confidence, hints, margin=margin,
+                     allow_similar_gpu=allow_similar_gpu, _device=_device)
     try:
         yield pruner
     finally:

@@ -4,6 +4,7 @@ bookkeeping, and real max-autotune compiles (CPU Inductor calls ``_finalize_temp
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import pickle
 import shutil
@@ -313,6 +314,11 @@ def model_root(tmp_path_factory) -> Path:
 def test_find_model_prefers_lgbm_all_for_this_gpu(model_root, monkeypatch):
     assert find_model(DEVICE, roots=[model_root]) == model_root / "syn-lgbm-all"
     assert find_model(replace(DEVICE, cc="8.0"), roots=[model_root]) is None
+    # a GPU of the same architecture without its own model: only with allow_similar, exact names first
+    sibling = replace(DEVICE, gpu="Sibling GPU")
+    assert find_model(sibling, roots=[model_root]) is None
+    assert find_model(sibling, roots=[model_root], allow_similar=True) == model_root / "syn-lgbm-all"
+    assert find_model(replace(DEVICE, gpu="Other GPU"), roots=[model_root], allow_similar=True) == model_root / "other"
     monkeypatch.setenv(hook.MODELS_ENV, str(model_root))
     assert find_model(replace(DEVICE, gpu="Other GPU")) == model_root / "other"
     with predictor.pruning(_device=DEVICE) as p:
@@ -321,12 +327,25 @@ def test_find_model_prefers_lgbm_all_for_this_gpu(model_root, monkeypatch):
 
 def test_model_for_another_gpu_passes_through_with_one_warning(model_root, caplog):
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        p = GemmPruner(HookSettings(model=str(model_root / "other"), top_k=2, device=DEVICE)).load()
+        p = GemmPruner(HookSettings(model=str(model_root / "other"), top_k=2, device=DEVICE,
+                                    allow_similar_gpu=False)).load()
         choices = fake_choices(PROBLEM)
         assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") is choices
         assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") is choices
     assert p.disabled == "no_model" and len(caplog.records) == 1 and "Other GPU" in caplog.records[0].getMessage()
     assert p.stats()["fallbacks"] == {"no_model": 2}
+
+
+def test_model_for_a_gpu_of_the_same_architecture_is_used_with_one_warning(model_root, caplog):
+    choices = fake_choices(PROBLEM)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        p = GemmPruner(HookSettings(model=str(model_root / "other"), top_k=2, device=DEVICE, margin=None)).load()
+        assert len(p.filter(choices, mm_inputs(512, 768, 3072), "mm")) == 3
+    assert p.disabled is None and len(caplog.records) == 1 and "same cc 9.0" in caplog.records[0].getMessage()
+    # another architecture (fewer SMs, e.g. an H100 PCIe) is still refused
+    smaller = dataclasses.replace(DEVICE, gpu="Small GPU", sm_count=114)
+    q = GemmPruner(HookSettings(model=str(model_root / "other"), top_k=2, device=smaller)).load()
+    assert q.disabled == "no_model" and q.filter(choices, mm_inputs(512, 768, 3072), "mm") is choices
 
 
 def test_filter_overhead_with_a_real_model(model_root):
