@@ -1,0 +1,100 @@
+"""What the hook adds to a compile: the filter's wall time per GEMM, for the default and the exhaustive lists.
+
+    python benchmarks/hook_overhead.py [--model models/h200-default-lgbm-all] [--repeats 50]
+
+Builds Inductor-like KernelTemplateChoice stand-ins (template uid + params.to_kwargs(), exactly what the
+hook reads) for the candidate lists Inductor 2.11 produces (``predictor.spaces``), then times
+``GemmPruner.filter`` with the shipped model: mapping every choice to a Candidate, reading the problem,
+features, LightGBM scoring, selection. One CPU thread. Target (issue "Beat max-autotune"): <= 50 ms per GEMM
+for ~1000 exhaustive candidates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+UIDS = {"triton_mm": "triton::mm", "triton_tma": "triton::mm_persistent_tma", "decompose_k": "decompose_k"}
+PROBLEMS = [("mm", 333, 1111, 2222, "float16"), ("mm", 4096, 4096, 4096, "bfloat16"), ("mm", 512, 768, 3072, "float16"),
+            ("mm", 32, 28672, 4096, "bfloat16")]
+
+
+class _Node:
+    def __init__(self, size, stride, dtype):
+        self.size, self.stride, self.dtype = size, stride, dtype
+
+    def get_size(self):
+        return self.size
+
+    def get_stride(self):
+        return self.stride
+
+    def get_dtype(self):
+        return self.dtype
+
+
+def _inputs(m: int, n: int, k: int, dtype):
+    a, b = _Node((m, k), (k, 1), dtype), _Node((k, n), (n, 1), dtype)
+    return SimpleNamespace(device_type="cuda", nodes=lambda: [a, b], mat1mat2=lambda: (a, b), out_dtype=lambda: dtype)
+
+
+def _choices(problem, space: str, device) -> list:
+    from predictor.spaces import enumerate_space
+
+    out = []
+    for c in enumerate_space(problem, space, device, tma=True):
+        if c.family == "aten":
+            kw, uid = {}, f"aten::{c.aten_op}"
+        elif c.family == "decompose_k":
+            kw, uid = {"k_split": c.k_split}, "decompose_k"
+        else:
+            kw = {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "num_stages": c.num_stages,
+                  "num_warps": c.num_warps, "GROUP_M": c.group_m, "EVEN_K": True, "hint_override": None}
+            uid = UIDS[c.family]
+        out.append(SimpleNamespace(template=SimpleNamespace(uid=uid), params=SimpleNamespace(to_kwargs=lambda kw=kw: kw)))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="models/h200-default-lgbm-all")
+    ap.add_argument("--repeats", type=int, default=50)
+    ap.add_argument("--top-k", type=int, default=8)
+    args = ap.parse_args()
+
+    import torch
+
+    torch.set_num_threads(1)
+    from predictor.artifacts import read_metadata
+    from predictor.device import DeviceInfo
+    from predictor.hook import GemmPruner, HookSettings
+    from predictor.problem import Problem
+
+    device = DeviceInfo.from_metadata(read_metadata(args.model))
+    print(f"model {args.model} ({device.gpu}); one CPU thread; {args.repeats} repeats per list")
+    print(f"{'space':10s} {'problem':28s} {'choices':>8s} {'kept':>5s} {'p50 ms':>8s} {'p99 ms':>8s}")
+    for space in ("default", "exhaustive"):
+        pruner = GemmPruner(HookSettings(model=args.model, top_k=args.top_k, space=space, device=device)).load()
+        for op, m, n, k, dtype in PROBLEMS:
+            problem = Problem(op, m, n, k, dtype)
+            choices = _choices(problem, space, device)
+            inputs = _inputs(m, n, k, getattr(torch, dtype))
+            kept = pruner.filter(choices, inputs, op)
+            times = []
+            for _ in range(args.repeats):
+                start = time.perf_counter()
+                pruner.filter(choices, inputs, op)
+                times.append((time.perf_counter() - start) * 1e3)
+            p50, p99 = np.percentile(times, [50, 99])
+            print(f"{space:10s} {f'{op} {m}x{n}x{k} {dtype}':28s} {len(choices):8d} {len(kept):5d} {p50:8.2f} {p99:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
