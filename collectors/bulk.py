@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -314,6 +315,28 @@ def collect_worker(corpus: str, out: str, space: str, shard: Shard, gpu: int, re
     return {"gpu": gpu, "problems": len(todo), "rows": n_rows, "seconds": elapsed}
 
 
+def seed_from_dataset(dataset: str | Path, out: str | Path, gpu_name: str, cc: str) -> int:
+    """Continue a committed dataset: copy it into the parts folder as a finished part and reuse its device and
+    run metadata, so new parts carry the same metadata and finished problems are skipped. Refuses a dataset
+    measured on another GPU. Returns the number of problems already done."""
+    from predictor.schema import read_dataset
+
+    df = read_dataset(dataset)
+    meta = dict(df.attrs["metadata"])
+    if (meta.get("gpu"), meta.get("cc")) != (gpu_name, cc):
+        raise ValueError(f"--resume-from {dataset}: measured on {meta.get('gpu')} (cc {meta.get('cc')}), "
+                         f"this GPU is {gpu_name} (cc {cc})")
+    out_path = Path(out)
+    out_path.mkdir(parents=True, exist_ok=True)
+    target = out_path / "part-seed-00000.parquet"
+    if not target.exists():
+        shutil.copyfile(dataset, target)
+    for name, content in (("device.json", {"device": meta["device"]}), ("run.json", meta)):
+        if not (out_path / name).exists():
+            (out_path / name).write_text(json.dumps(content, indent=1))
+    return int(df["problem_id"].nunique())
+
+
 def prepare_run(corpus: str, out: str, space: str, tma: bool, reps: int) -> dict:
     """Measure the device once per output folder (reused on resume so every part carries the same metadata)."""
     import torch
@@ -343,7 +366,7 @@ def prepare_run(corpus: str, out: str, space: str, tma: bool, reps: int) -> dict
 
 def collect(corpus: str, out: str, space: str = "default", shard: str = "0/1", gpus: str = "0", reps: int = 10,
             limit: int | None = None, tma: bool = True, seed: int = 0, precompile_workers: int | None = None,
-            query: str | None = None) -> list[dict]:
+            query: str | None = None, resume_from: str | None = None) -> list[dict]:
     import torch
 
     from predictor.spaces import enumerate_space
@@ -353,6 +376,10 @@ def collect(corpus: str, out: str, space: str = "default", shard: str = "0/1", g
     if reps < 10:
         raise ValueError(f"--reps {reps}: labels need the median of at least 10 runs")
     base = Shard.parse(shard)
+    if resume_from:
+        props = torch.cuda.get_device_properties(0)
+        done = seed_from_dataset(resume_from, out, props.name, f"{props.major}.{props.minor}")
+        log.info("resuming from %s: %d problems already labelled", resume_from, done)
     gpu_ids = list(range(torch.cuda.device_count())) if gpus == "all" else [int(g) for g in gpus.split(",")]
     meta = prepare_run(corpus, out, space, tma, reps)
     device_info = DeviceInfo.from_metadata(meta)

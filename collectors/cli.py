@@ -20,13 +20,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None, help="at most this many new problems per GPU")
     p.add_argument("--no-tma", action="store_true", help="leave persistent-TMA candidates out")
     p.add_argument("--filter", default=None, help="pandas query on corpus columns, e.g. \"dtype in ['float16']\"")
-    p.add_argument("--workers", type=int, default=None, help="precompile processes (default: cores - 1)")
+    p.add_argument("--workers", type=int, default=None, help="precompile processes (default: cores - 2)")
+    p.add_argument("--resume-from", default=None,
+                   help="a committed dataset file of this GPU to continue (its problems are skipped, metadata kept)")
 
     def run(args: argparse.Namespace) -> int:
         from .bulk import collect
 
         stats = collect(args.corpus, args.out, space=args.space, shard=args.shard, gpus=args.gpus, reps=args.reps,
-                        limit=args.limit, tma=not args.no_tma, precompile_workers=args.workers, query=args.filter)
+                        limit=args.limit, tma=not args.no_tma, precompile_workers=args.workers, query=args.filter,
+                        resume_from=args.resume_from)
         print(json.dumps(stats))
         return 0
 

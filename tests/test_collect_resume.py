@@ -83,3 +83,20 @@ def test_bad_shard_and_corrupt_part_are_one_line_errors(tmp_path):
         finished_problem_ids(folder)
     with pytest.raises(DatasetError, match="not a readable parquet"):
         read_dataset(folder / "part-x-00000.parquet")
+
+
+def test_resume_from_a_committed_dataset(tmp_path):
+    from collectors.bulk import seed_from_dataset
+    from predictor.schema import write_dataset
+    from synthetic import synthetic_dataset
+
+    dataset = write_dataset(synthetic_dataset(6), tmp_path / "committed.parquet", METADATA)
+    out = tmp_path / "parts"
+    assert seed_from_dataset(dataset, out, METADATA["gpu"], METADATA["cc"]) == 6
+    assert finished_problem_ids(out) == set(read_dataset(dataset).problem_id)
+    assert (out / "run.json").exists() and (out / "device.json").exists()
+    # new parts written with the seeded metadata merge with the old rows into one dataset
+    merged = merge_parts(out, tmp_path / "merged.parquet")
+    assert merged.problem_id.nunique() == 6 and merged.attrs["metadata"]["gpu"] == METADATA["gpu"]
+    with pytest.raises(ValueError, match="measured on Synthetic GPU"):
+        seed_from_dataset(dataset, tmp_path / "other", "NVIDIA H100 80GB HBM3", "9.0")
