@@ -262,6 +262,20 @@ def test_margin_keeps_only_what_the_model_cannot_tell_apart():
         HookSettings(margin=-1.0)
 
 
+def test_int_mm_is_pruned_like_mm():
+    """torch 2.11 routes _int_mm through _finalize_template_configs as op "int_mm" (aten::_int_mm + triton::mm)."""
+    problem = Problem("int_mm", 128, 3072, 2048, "int8")
+    choices = fake_choices(problem)
+    assert choices[0].template.uid == "aten::_int_mm"
+    inputs = FakeInputs(FakeNode((128, 2048), (2048, 1), torch.int8), FakeNode((2048, 3072), (3072, 1), torch.int8),
+                        out_dtype=torch.int32)
+    ranker = PositionRanker()
+    kept = pruner(ranker=ranker, top_k=2, margin=None).filter(choices, inputs, "int_mm")
+    assert kept == [choices[0], *choices[-2:]]
+    rows = ranker.rows[-1]
+    assert set(rows["op"]) == {"int_mm"} and set(rows["dtype"]) == {"int8"} and set(rows["out_dtype"]) == {"int32"}
+
+
 def test_problem_from_inputs():
     a_t = FakeNode((512, 3072), (1, 512))  # A stored transposed
     b_t = FakeNode((3072, 768), (1, 3072))  # B = weight.t() as in F.linear
