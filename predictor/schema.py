@@ -58,6 +58,9 @@ def validate_frame(df: pd.DataFrame, source: str = "<frame>") -> pd.DataFrame:
     bad_status = set(pd.unique(df["status"])) - set(STATUSES)
     if bad_status:
         raise DatasetError(f"{source}: unknown status values {sorted(bad_status)}")
+    bad_collector = set(pd.unique(df["collector"])) - set(COLLECTORS)
+    if bad_collector:
+        raise DatasetError(f"{source}: unknown collector values {sorted(bad_collector)}")
     ok = df["status"] == "ok"
     if (df.loc[ok, "time_us"].isna() | (df.loc[ok, "time_us"] <= 0)).any():
         raise DatasetError(f"{source}: rows with status ok must have a positive time_us")
