@@ -341,7 +341,7 @@ class GemmPruner:
     # -- counters ------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
         """Counters since install: GEMMs seen, pruned or passed through, choices kept/considered, and
-        ``fallbacks`` by reason (no_model, not_cuda, unknown_op, unknown_template, out_of_distribution,
+        ``fallbacks`` by reason (no_model, not_cuda, unknown_op, unknown_template, out_of_distribution, tf32,
         low_confidence (widened, may still prune), error, empty)."""
         with self._lock:
             out: dict[str, Any] = {key: int(self._stats[key]) for key in _STAT_KEYS}
@@ -403,6 +403,10 @@ class GemmPruner:
         problem = problem_from_inputs(kernel_inputs, op)
         # an op or dtype the model never trained on is always passed through; sizes only when asked to be careful
         self._check_in_range(problem, sizes=s.min_confidence is not None)
+        if problem.dtype == "float32" and _tf32_enabled():
+            # labels time float32 with TF32 off (Inductor's default); with TF32 on, cuBLAS and the Triton
+            # templates run other instructions and the ranking does not carry over
+            raise _PassThrough("tf32", f"{problem}: float32 with TF32 enabled was never measured", warn=False)
         scores = self.ranker.score(_rows(problem, cands, hints), self.device)
         scores = np.asarray(scores, dtype=np.float64)
         if scores.shape != (len(choices),) or not np.isfinite(scores).all():
@@ -453,6 +457,12 @@ class GemmPruner:
             if isinstance(allowed, list) and getattr(problem, field) not in allowed:
                 raise _PassThrough("out_of_distribution",
                                    f"{problem}: {field} {getattr(problem, field)!r} never seen in training", warn=False)
+
+
+def _tf32_enabled() -> bool:
+    import torch
+
+    return torch.get_float32_matmul_precision() != "highest"
 
 
 def _rows(problem: Problem, cands: list[Candidate], hints: list[int | None]) -> pd.DataFrame:

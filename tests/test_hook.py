@@ -276,6 +276,21 @@ def test_int_mm_is_pruned_like_mm():
     assert set(rows["op"]) == {"int_mm"} and set(rows["dtype"]) == {"int8"} and set(rows["out_dtype"]) == {"int32"}
 
 
+def test_float32_with_tf32_passes_through():
+    problem = Problem("mm", 512, 768, 3072, "float32")
+    choices = fake_choices(problem)
+    inputs = FakeInputs(FakeNode((512, 3072), (3072, 1), torch.float32), FakeNode((3072, 768), (768, 1), torch.float32))
+    previous = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        p = pruner(top_k=2)
+        assert p.filter(choices, inputs, "mm") is choices and p.stats()["fallbacks"] == {"tf32": 1}
+        torch.set_float32_matmul_precision("highest")
+        assert len(pruner(top_k=2, margin=None).filter(choices, inputs, "mm")) == 3
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
 def test_problem_from_inputs():
     a_t = FakeNode((512, 3072), (1, 512))  # A stored transposed
     b_t = FakeNode((3072, 768), (1, 3072))  # B = weight.t() as in F.linear
