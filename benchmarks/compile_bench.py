@@ -24,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def pick_gemms(model: str, dataset: str, n: int, seed: int) -> list[dict]:
     """Real-model GEMMs (llm/enc/vit/speech families) from the model's held-out side of the split."""
-    import pandas as pd
 
     from predictor.artifacts import read_metadata
     from predictor.schema import read_dataset

@@ -176,29 +176,31 @@ def summarise(fractions: pd.Series | np.ndarray, hits: pd.Series | np.ndarray | 
 
 def pruning_rule_summary(rows: pd.DataFrame, scores: np.ndarray, k: int, margin: float | None,
                          keep_aten: bool = True) -> dict[str, float]:
-    """What the hook's rule keeps and reaches: per problem the top ``k`` by score, minus those more than
-    ``margin`` below the favourite, plus the best-scored aten row when ``keep_aten`` and none is kept.
+    """What the hook keeps and reaches, by the hook's own rule (``rankers.base.keep_best`` and
+    ``with_aten_fallback``): per problem the top ``k``, minus those more than ``margin`` below the favourite,
+    plus the best-scored aten row when ``keep_aten`` and none is kept.
 
     Returns ``summarise`` of the fractions plus ``kept_mean`` (choices Inductor would still compile and
     benchmark) and ``single`` (share of problems left with one choice: no benchmarking at all)."""
-    frame = rows.assign(_score=np.asarray(scores, dtype=float), _time=_true_times(rows))
-    frame = frame.sort_values(["problem_id", "_score"], ascending=[True, False], kind="stable")
-    rank = frame.groupby("problem_id", sort=False).cumcount().to_numpy()
-    top = frame.groupby("problem_id", sort=False)["_score"].transform("max").to_numpy()
-    keep = rank < k
-    if margin is not None:
-        keep &= frame["_score"].to_numpy() >= top - margin
-    if keep_aten:
-        is_aten = (frame["family"] == "aten").to_numpy()
-        has_aten = pd.Series(keep & is_aten).groupby(frame["problem_id"].to_numpy(), sort=False).transform("any").to_numpy()
-        first_aten = is_aten & (pd.Series(is_aten).groupby(frame["problem_id"].to_numpy(), sort=False).cumsum().to_numpy() == 1)
-        keep |= first_aten & ~has_aten
-    frame = frame.assign(_kept=keep, _chosen=np.where(keep, frame["_time"].to_numpy(), np.inf))
-    per = frame.groupby("problem_id", sort=False).agg(best=("_time", "min"), chosen=("_chosen", "min"), kept=("_kept", "sum"))
-    per = per[np.isfinite(per["best"])]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        fractions = np.where(np.isfinite(per["chosen"]), per["best"] / per["chosen"], 0.0)
-    return {**summarise(fractions), "kept_mean": float(per["kept"].mean()), "single": float((per["kept"] == 1).mean())}
+    from .rankers.base import keep_best, with_aten_fallback
+
+    times = _true_times(rows)
+    scores = np.asarray(scores, dtype=float)
+    is_aten = (rows["family"] == "aten").to_numpy()
+    fractions, kept_counts = [], []
+    for idx in rows.groupby("problem_id", sort=False).indices.values():
+        best = times[idx].min()
+        if not np.isfinite(best):
+            continue  # no ok row: not evaluated, as everywhere else
+        kept = keep_best(scores[idx], k, margin)
+        if keep_aten:
+            kept = with_aten_fallback(kept, scores[idx], is_aten[idx])
+        chosen = times[idx][kept].min()
+        fractions.append(best / chosen if np.isfinite(chosen) else 0.0)
+        kept_counts.append(len(kept))
+    kept_counts = np.asarray(kept_counts)
+    return {**summarise(np.asarray(fractions)), "kept_mean": float(kept_counts.mean()) if len(kept_counts) else float("nan"),
+            "single": float((kept_counts == 1).mean()) if len(kept_counts) else float("nan")}
 
 
 # --------------------------------------------------------------------------- slices and tables

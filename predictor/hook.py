@@ -36,6 +36,7 @@ import pandas as pd
 from .artifacts import METADATA_FILE, ModelError, load_model, read_metadata
 from .candidate import CANDIDATE_FIELDS, Candidate, from_template_kwargs
 from .device import DeviceInfo
+from .rankers.base import keep_best, with_aten_fallback
 from .problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
 from .spaces import SPACES
 
@@ -413,27 +414,24 @@ class GemmPruner:
             raise ValueError(f"the ranker returned {scores.shape} scores, not {len(choices)} finite ones")
 
         margin = self.margin
-        keep: set[int] = set()
+        kept: list[np.ndarray] = []
         for hint, members in groups.items():
             idx = np.asarray(members)
-            order = idx[np.argsort(-scores[idx], kind="stable")]  # ties: Inductor's order
             k = s.top_k
-            if s.min_confidence is not None and len(order) > k:
-                margin = scores[order[0]] - scores[order[k]]
-                if margin < s.min_confidence:
+            if s.min_confidence is not None and len(idx) > k:
+                ordered = np.sort(scores[idx])[::-1]
+                confidence = ordered[0] - ordered[k]
+                if confidence < s.min_confidence:
                     k = 2 * s.top_k
                     with self._lock:
                         self._fallbacks["low_confidence"] += 1
                     log.debug("gemm-predictor: %s hint=%s: margin %.3g < %.3g, keeping top %d",
-                              problem, hint, margin, s.min_confidence, k)
-            chosen = order[:k]
-            if margin is not None:  # drop what the model clearly ranks below its favourite
-                chosen = chosen[scores[chosen] >= scores[order[0]] - margin]
-            keep.update(int(i) for i in chosen)
+                              problem, hint, confidence, s.min_confidence, k)
+            kept.append(idx[keep_best(scores[idx], k, margin)])
+        keep_idx = np.concatenate(kept)
         if s.keep_aten:
-            aten = [i for i, c in enumerate(cands) if c.family == "aten"]
-            if aten and not keep.intersection(aten):
-                keep.add(max(aten, key=lambda i: (scores[i], -i)))
+            keep_idx = with_aten_fallback(keep_idx, scores, [c.family == "aten" for c in cands])
+        keep = {int(i) for i in keep_idx}
         if log.isEnabledFor(logging.DEBUG):
             ranked = sorted(range(len(cands)), key=lambda i: -scores[i])
             log.debug("gemm-predictor: %s (%s): kept %d/%d %s; scores %s", op_name, problem, len(keep), len(cands),

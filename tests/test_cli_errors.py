@@ -3,15 +3,13 @@
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from predictor.cli import main
 from predictor.problem import Problem
-from predictor.schema import write_dataset
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synthetic import METADATA, synthetic_dataset  # noqa: E402
+from synthetic import synthetic_dataset  # noqa: E402
 
 
 def run_cli(argv, capsys):

@@ -254,6 +254,9 @@ def test_margin_keeps_only_what_the_model_cannot_tell_apart():
     choices = fake_choices(PROBLEM)  # PositionRanker: the last choice scores highest, one unit per step
     kept = pruner(top_k=5, margin=1.5).filter(choices, mm_inputs(512, 768, 3072), "mm")
     assert kept == [choices[0], *choices[-2:]]  # scores n-1 and n-2 are within 1.5; aten kept as the fallback
+    # the confidence check (gap #1 - #6 = 5 >= 0) must not replace the pruning margin
+    sure = pruner(top_k=5, margin=1.5, min_confidence=0.0).filter(choices, mm_inputs(512, 768, 3072), "mm")
+    assert sure == kept
     # "auto" takes the calibrated margin from the model metadata; without one it keeps all k
     meta = {"device": DEVICE.to_dict(), "model_sha256": "abc", "pruning": {"margin": 0.5}}
     assert pruner(metadata=meta, top_k=5).filter(choices, mm_inputs(512, 768, 3072), "mm") == [choices[0], choices[-1]]
