@@ -275,12 +275,23 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--block", action="store_true", help="also a transformer block, fwd + bwd (12 GEMMs)")
     ap.add_argument("--out", default="docs/benchmarks/latest")
-    ap.add_argument("--replot", default=None, help="only rewrite results.md + PNG from this results.json (no GPU)")
+    ap.add_argument("--shard", default="0/1", help="i/n: run every n-th GEMM from the i-th (one process per GPU); "
+                    "each GEMM's modes all run on the same GPU, so its speed ratios never compare two GPUs")
+    ap.add_argument("--replot", nargs="+", default=None,
+                    help="only rewrite results.md + PNG (beside the first file) from these results.json (no GPU)")
     args = ap.parse_args()
     if args.replot:
-        saved = json.loads(Path(args.replot).read_text())
-        modes = list(dict.fromkeys(key.split("|")[1] for key in saved["results"]))
-        print(write_outputs(saved["results"], saved["gemms"], modes, Path(args.replot).parent, saved["device"]))
+        saved = [json.loads(Path(f).read_text()) for f in args.replot]
+        devices = {s["device"] for s in saved}
+        if len(devices) > 1:
+            raise SystemExit(f"--replot: results from different GPUs/versions: {sorted(devices)}")
+        results = {k: v for s in saved for k, v in s["results"].items()}
+        gemms = list({g["problem_id"]: g for s in saved for g in s["gemms"]}.values())
+        modes = list(dict.fromkeys(key.split("|")[1] for key in results))
+        out = Path(args.replot[0]).parent
+        (out / "results.json").write_text(json.dumps({"device": saved[0]["device"], "gemms": gemms, "results": results},
+                                                      indent=1))
+        print(write_outputs(results, gemms, modes, out, saved[0]["device"]))
         return
 
     import torch
@@ -291,6 +302,8 @@ def main() -> None:
     for mode in modes:
         parse_mode(mode)  # fail before any GPU work on a typo
     gemms = pick_gemms(args.split_model, args.dataset, args.gemms, args.seed) + ([BLOCK] if args.block else [])
+    shard, shards = (int(x) for x in args.shard.split("/"))
+    gemms = gemms[shard::shards]
     res_file = out / "results.json"
     results = json.loads(res_file.read_text())["results"] if res_file.exists() else {}
     device = f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {__import__('triton').__version__}"

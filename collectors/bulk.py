@@ -258,6 +258,8 @@ def collect_loop(todo: pd.DataFrame, candidates_of: Any, measure: Any, writer: P
             if before_measure is not None:
                 before_measure(p, cands)
             results = measure(p, cands)
+            if results is None:  # the problem could not be set up; logged by measure, retried on a later run
+                continue
             writer.add_problem(_rows(p, row.family_tag, cands, results, env))
             n_rows += len(cands)
             bar.set_postfix(rows_per_s=f"{n_rows / max(time.time() - start, 1e-9):.0f}")
@@ -305,14 +307,25 @@ def collect_worker(corpus: str, out: str, space: str, shard: Shard, gpu: int, re
         x @ x
     torch.cuda.synchronize()
     start = time.time()
-    measure = lambda p, cands: measure_problem(p, cands, dev, flush, num_sms, reps, seed)
+    skipped: list[str] = []
+
+    def measure(p: Problem, cands: list[Candidate]) -> list[dict] | None:
+        try:
+            return measure_problem(p, cands, dev, flush, num_sms, reps, seed)
+        except RuntimeError as exc:
+            # one problem that cannot even be set up must not stop a long run, unless the CUDA context is broken
+            torch.cuda.synchronize()  # raises again on a sticky error (illegal address...), ending the run
+            log.warning("%s: skipped, setup failed: %s", p.problem_id, str(exc).splitlines()[0][:200])
+            skipped.append(p.problem_id)
+            return None
+
     wait = None
     if compiler is not None:
         wait = lambda p, cands: compiler.wait(compile_key(p, c) for c in cands)
     n_rows = collect_loop(todo, lambda p: enumerate_space(p, space, device_info, tma=tma), measure, writer, env,
                           desc=f"gpu{gpu} {space}", position=position, before_measure=wait)
     elapsed = time.time() - start
-    return {"gpu": gpu, "problems": len(todo), "rows": n_rows, "seconds": elapsed}
+    return {"gpu": gpu, "problems": len(todo) - len(skipped), "skipped": skipped, "rows": n_rows, "seconds": elapsed}
 
 
 def seed_from_dataset(dataset: str | Path, out: str | Path, gpu_name: str, cc: str) -> int:

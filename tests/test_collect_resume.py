@@ -100,3 +100,14 @@ def test_resume_from_a_committed_dataset(tmp_path):
     assert merged.problem_id.nunique() == 6 and merged.attrs["metadata"]["gpu"] == METADATA["gpu"]
     with pytest.raises(ValueError, match="measured on Synthetic GPU"):
         seed_from_dataset(dataset, tmp_path / "other", "NVIDIA H100 80GB HBM3", "9.0")
+
+
+def test_a_problem_that_cannot_be_set_up_is_skipped_not_written_and_retried_later(tmp_path):
+    path = corpus(tmp_path, n=6)
+    out = tmp_path / "parts"
+    inner = fake_measure(None)
+    measure = lambda p, cands: None if p.m == 18 else inner(p, cands)  # what collect_worker's guard returns
+    todo = select_problems(str(path), Shard(0, 1), str(out), None, None)
+    assert collect_loop(todo, lambda p: CANDS, measure, PartWriter(out, "part-s0of1-g0", METADATA), ENV) == 5 * len(CANDS)
+    left = select_problems(str(path), Shard(0, 1), str(out), None, None)
+    assert list(left.m) == [18]  # not marked finished, so a later run tries it again
