@@ -137,15 +137,21 @@ def time_compiled(fn, args) -> tuple[float, float]:
 
 
 def parse_mode(mode: str) -> dict | None:
-    """``hook-k5`` -> install(top_k=5) (calibrated margin); ``hook-k5-nomargin`` -> install(top_k=5, margin=None)."""
+    """``hook-k5`` -> install(top_k=5) (the defaults: calibrated margin, aten alone on small GEMMs it favours);
+    suffixes ``-nomargin`` (margin=None) and ``-benchaten`` (aten_alone_below_us=None: let Inductor benchmark
+    aten against the kept Triton kernels everywhere)."""
+    usage = f"unknown mode {mode!r}: plain, full, hook-k<K>[-nomargin][-benchaten]"
     if not mode.startswith("hook-k"):
         if mode not in ("plain", "full"):
-            raise ValueError(f"unknown mode {mode!r}: plain, full, hook-k<K>[-nomargin]")
+            raise ValueError(usage)
         return None
-    k, _, rest = mode[len("hook-k"):].partition("-")
-    if not k.isdigit() or rest not in ("", "nomargin"):
-        raise ValueError(f"unknown mode {mode!r}: plain, full, hook-k<K>[-nomargin]")
-    return {"top_k": int(k), "margin": None if rest == "nomargin" else "auto"}
+    k, *suffixes = mode[len("hook-k"):].split("-")
+    if not k.isdigit() or int(k) < 1 or not set(suffixes) <= {"nomargin", "benchaten"} or len(set(suffixes)) < len(suffixes):
+        raise ValueError(usage)
+    settings = {"top_k": int(k), "margin": None if "nomargin" in suffixes else "auto"}
+    if "benchaten" in suffixes:
+        settings["aten_alone_below_us"] = None
+    return settings
 
 
 def time_block_step(step, x) -> float:

@@ -175,15 +175,20 @@ def summarise(fractions: pd.Series | np.ndarray, hits: pd.Series | np.ndarray | 
 
 
 def pruning_rule_summary(rows: pd.DataFrame, scores: np.ndarray, k: int, margin: float | None,
-                         keep_aten: bool = True) -> dict[str, float]:
+                         keep_aten: bool = True, aten_alone_below_us: float | None = None,
+                         device: "DeviceInfo | None" = None) -> dict[str, float]:
     """What the hook keeps and reaches, by the hook's own rule (``rankers.base.keep_best`` and
     ``with_aten_fallback``): per problem the top ``k``, minus those more than ``margin`` below the favourite,
-    plus the best-scored aten row when ``keep_aten`` and none is kept.
+    plus the best-scored aten row when ``keep_aten`` and none is kept; with ``aten_alone_below_us`` (needs
+    ``device``), aten alone where it is the favourite of a GEMM whose ideal time is below that.
 
     Returns ``summarise`` of the fractions plus ``kept_mean`` (choices Inductor would still compile and
     benchmark) and ``single`` (share of problems left with one choice: no benchmarking at all)."""
-    from .rankers.base import keep_best, with_aten_fallback
+    from .features import ideal_time_us
+    from .rankers.base import aten_alone_if_small, keep_best, with_aten_fallback
 
+    if aten_alone_below_us is not None and device is None:
+        raise ValueError("aten_alone_below_us needs the device (for the GEMM's ideal time)")
     times = _true_times(rows)
     scores = np.asarray(scores, dtype=float)
     is_aten = (rows["family"] == "aten").to_numpy()
@@ -195,6 +200,11 @@ def pruning_rule_summary(rows: pd.DataFrame, scores: np.ndarray, k: int, margin:
         kept = keep_best(scores[idx], k, margin)
         if keep_aten:
             kept = with_aten_fallback(kept, scores[idx], is_aten[idx])
+        if aten_alone_below_us is not None:
+            r = rows.iloc[idx[0]]
+            ideal = ideal_time_us(int(r["b"]), int(r["m"]), int(r["n"]), int(r["k"]), str(r["dtype"]),
+                                  str(r["out_dtype"]), device)
+            kept = aten_alone_if_small(kept, scores[idx], is_aten[idx], ideal, aten_alone_below_us)
         chosen = times[idx][kept].min()
         fractions.append(best / chosen if np.isfinite(chosen) else 0.0)
         kept_counts.append(len(kept))

@@ -70,6 +70,17 @@ _STRING = ("op", "dtype", "out_dtype", "layout_a", "layout_b", "family", "aten_o
 REQUIRED_COLUMNS = (*_PROBLEM_NUMERIC, *_CANDIDATE_NUMERIC, *_STRING)
 
 
+
+def ideal_time_us(b: int, m: int, n: int, k: int, dtype: str, out_dtype: str, device: DeviceInfo) -> float:
+    """The GEMM's ideal time on ``device``: max(flops at the dtype's peak, operand + output bytes at the memory
+    bandwidth), in us. The same figure the features use as the aten rows' roofline (``log2_roofline_us``)."""
+    peaks = {d: float(v) * 1e12 for d, v in (device.peak_tflops or {}).items() if v and v > 0}
+    peak = peaks.get(dtype, max(peaks.values()) if peaks else FALLBACK_PEAK_TFLOPS * 1e12)
+    bandwidth = (device.mem_bandwidth_gbs if device.mem_bandwidth_gbs and device.mem_bandwidth_gbs > 0
+                 else FALLBACK_BANDWIDTH_GBS) * 1e9
+    nbytes = b * ((m * k + k * n) * DTYPE_BYTES[dtype] + m * n * DTYPE_BYTES[out_dtype])
+    return max(2.0 * b * m * n * k / peak, nbytes / bandwidth) * 1e6
+
 def _neutral(values: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
     return np.array([_INDEX[name] for name in values]), np.array(list(values.values()), dtype=np.float32)
 

@@ -36,7 +36,8 @@ import pandas as pd
 from .artifacts import METADATA_FILE, ModelError, load_model, read_metadata
 from .candidate import CANDIDATE_FIELDS, Candidate, from_template_kwargs
 from .device import DeviceInfo
-from .rankers.base import keep_best, with_aten_fallback
+from .features import ideal_time_us
+from .rankers.base import aten_alone_if_small, keep_best, with_aten_fallback
 from .problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
 from .spaces import SPACES
 
@@ -64,6 +65,12 @@ class _PassThrough(Exception):
         self.warn = warn
 
 
+# GEMMs whose ideal time (features.ideal_time_us) is below this keep aten alone when the model favours it:
+# Inductor's benchmark overstates cuBLAS there and would pick a slower Triton kernel. 100 us covers the
+# losses measured on the H200 (docs/benchmarks/h200: 6-60 us GEMMs, up to 2.5x slower picks).
+ATEN_ALONE_BELOW_US = 100.0
+
+
 @dataclasses.dataclass(frozen=True)
 class HookSettings:
     """Everything a pruner is built from; also what a pickled pruner carries to another process."""
@@ -77,6 +84,7 @@ class HookSettings:
     device: DeviceInfo | None = None  # test-only override of the GPU (see ``install(_device=...)``)
     margin: float | str | None = "auto"
     allow_similar_gpu: bool = True
+    aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US
 
     def __post_init__(self) -> None:
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
@@ -90,6 +98,9 @@ class HookSettings:
         if not (self.margin is None or self.margin == "auto"
                 or (isinstance(self.margin, (int, float)) and math.isfinite(self.margin) and self.margin >= 0)):
             raise ValueError(f"margin must be 'auto', None or a non-negative number, got {self.margin!r}")
+        below = self.aten_alone_below_us
+        if below is not None and not (isinstance(below, (int, float)) and math.isfinite(below) and below >= 0):
+            raise ValueError(f"aten_alone_below_us must be a non-negative number or None, got {below!r}")
         if self.hints == "predict":
             raise NotImplementedError("hints='predict' needs a hint-bucket model, which no model folder provides yet "
                                       "(the Hint-buckets issue adds it); use hints=None to keep the top-k of every "
@@ -322,6 +333,7 @@ class GemmPruner:
             key = {"model_sha256": None if self.ranker is None else self.metadata.get("model_sha256"),
                    "top_k": s.top_k, "space": s.space, "keep_aten": s.keep_aten,
                    "min_confidence": s.min_confidence, "hints": s.hints, "margin": self.margin,
+                   "aten_alone_below_us": s.aten_alone_below_us,
                    "allow_similar_gpu": s.allow_similar_gpu}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self._uuid
@@ -431,6 +443,11 @@ class GemmPruner:
         keep_idx = np.concatenate(kept)
         if s.keep_aten:
             keep_idx = with_aten_fallback(keep_idx, scores, [c.family == "aten" for c in cands])
+        if s.aten_alone_below_us is not None:
+            ideal = ideal_time_us(problem.b, problem.m, problem.n, problem.k, problem.dtype, problem.out_dtype,
+                                  self.device)
+            keep_idx = aten_alone_if_small(keep_idx, scores, [c.family == "aten" for c in cands], ideal,
+                                           s.aten_alone_below_us)
         keep = {int(i) for i in keep_idx}
         if log.isEnabledFor(logging.DEBUG):
             ranked = sorted(range(len(cands)), key=lambda i: -scores[i])
@@ -534,7 +551,8 @@ def _drop_cached_choices() -> None:
 
 def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
             min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
-            allow_similar_gpu: bool = True, _device: DeviceInfo | None = None) -> GemmPruner:
+            allow_similar_gpu: bool = True, aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US,
+            _device: DeviceInfo | None = None) -> GemmPruner:
     """Make max-autotune benchmark only the predicted top ``top_k`` candidates of every GEMM.
 
     ``model``: a model folder; None picks the shipped model made for this GPU (``find_model``). A model
@@ -549,7 +567,10 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     candidates scored at most this far below the favourite; ``"auto"`` (default) uses the margin the model
     was calibrated with on held-out problems (``metadata.json`` ``pruning``), None keeps all k.
     ``allow_similar_gpu``: without a model for this exact GPU, use one made for a GPU of the same
-    architecture (same cc, SM count, shared memory; e.g. H200 -> H100 SXM), with one warning. ``hints``: only None for now (keep the top k
+    architecture (same cc, SM count, shared memory; e.g. H200 -> H100 SXM), with one warning.
+    ``aten_alone_below_us``: where the model favours aten on a GEMM whose ideal time is below this (us),
+    keep aten alone (no benchmark): Inductor's benchmark overstates cuBLAS on small GEMMs and would pick a
+    slower Triton kernel beside it; None turns this off. ``hints``: only None for now (keep the top k
     of every ``config.multi_kernel_hints`` group, scored with M = the hint); ``"predict"`` raises
     NotImplementedError until a hint-bucket model exists. ``_device``: tests only, pretend this is the
     GPU (and prune GEMMs of any device type).
@@ -557,7 +578,8 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     Returns the pruner (``.stats()``, ``.uuid()``); ``uninstall()`` restores the previous settings."""
     settings = HookSettings(model=None if model is None else str(model), top_k=top_k, space=space,
                             keep_aten=keep_aten, min_confidence=min_confidence, hints=hints, device=_device,
-                            margin=margin, allow_similar_gpu=allow_similar_gpu)
+                            margin=margin, allow_similar_gpu=allow_similar_gpu,
+                            aten_alone_below_us=aten_alone_below_us)
     pruner = GemmPruner(settings).load()
     from torch._inductor import config
 
@@ -584,10 +606,12 @@ def uninstall() -> None:
 @contextlib.contextmanager
 def pruning(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
             min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
-            allow_similar_gpu: bool = True, _device: DeviceInfo | None = None) -> Iterator[GemmPruner]:
+            allow_similar_gpu: bool = True, aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US,
+            _device: DeviceInfo | None = None) -> Iterator[GemmPruner]:
     """``with pruning(top_k=3): torch.compile(...)(x)`` — ``install`` for the block, ``uninstall`` after."""
     pruner = install(model, top_k, space, keep_aten, min_confidence, hints, margin=margin,
-                     allow_similar_gpu=allow_similar_gpu, _device=_device)
+                     allow_similar_gpu=allow_similar_gpu, aten_alone_below_us=aten_alone_below_us,
+                     _device=_device)
     try:
         yield pruner
     finally:

@@ -146,7 +146,7 @@ def test_aten_in_the_top_k_is_not_added_twice():
     choices = fake_choices(PROBLEM)
     scores = np.zeros(len(choices))
     scores[0], scores[5] = 10.0, 9.0
-    kept = pruner(PositionRanker(scores), top_k=2).filter(choices, mm_inputs(512, 768, 3072), "mm")
+    kept = pruner(PositionRanker(scores), top_k=2, aten_alone_below_us=None).filter(choices, mm_inputs(512, 768, 3072), "mm")
     assert kept == [choices[0], choices[5]]
 
 
@@ -549,3 +549,29 @@ def test_compile_with_a_broken_model_passes_through(model_root, tmp_path, caplog
     assert len(messages) == 1 and "sha256" in messages[0]
     s = p.stats()
     assert s["gemms_seen"] >= 2 and s["fallbacks"]["no_model"] >= 2 and s["kept_total"] == s["considered_total"]
+
+
+def test_a_favoured_aten_stays_alone_on_small_gemms_only():
+    """Inductor's benchmark overstates cuBLAS on small GEMMs, so a favoured aten is not put up against Triton."""
+    from predictor.features import ideal_time_us
+
+    def aten_first(problem):
+        choices = fake_choices(problem)
+        scores = np.arange(len(choices), dtype=float)
+        scores[0] = len(choices) + 0.5  # aten (Inductor lists it first) is the favourite, by less than the margin
+        return choices, PositionRanker(scores)
+
+    small, large = PROBLEM, Problem("mm", 8192, 8192, 8192, "float16")
+    assert ideal_time_us(1, 512, 768, 3072, "float16", "float16", DEVICE) < 100 < ideal_time_us(
+        1, 8192, 8192, 8192, "float16", "float16", DEVICE)
+    choices, ranker = aten_first(small)
+    assert pruner(ranker=ranker, top_k=3, margin=None).filter(choices, mm_inputs(512, 768, 3072), "mm") == [choices[0]]
+    kept = pruner(ranker=ranker, top_k=3, margin=None, aten_alone_below_us=None).filter(
+        choices, mm_inputs(512, 768, 3072), "mm")
+    assert kept == [choices[0], *choices[-2:]]
+    choices, ranker = aten_first(large)
+    assert len(pruner(ranker=ranker, top_k=3, margin=None).filter(choices, mm_inputs(8192, 8192, 8192), "mm")) == 3
+    # the setting is part of the FX-graph-cache key, and validated
+    assert pruner(top_k=3).uuid() != pruner(top_k=3, aten_alone_below_us=None).uuid()
+    with pytest.raises(ValueError, match="aten_alone_below_us"):
+        HookSettings(aten_alone_below_us=-1.0)

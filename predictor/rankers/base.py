@@ -52,3 +52,22 @@ def with_aten_fallback(kept: np.ndarray, scores: np.ndarray, is_aten: np.ndarray
     aten = np.flatnonzero(is_aten)
     best = aten[np.argsort(-np.asarray(scores, dtype=float)[aten], kind="stable")[0]]
     return np.append(kept, best)
+
+
+def aten_alone_if_small(kept: np.ndarray, scores: np.ndarray, is_aten: np.ndarray, ideal_us: float,
+                        below_us: float | None) -> np.ndarray:
+    """Only the favourite when it is aten and the GEMM's ideal time is under ``below_us``.
+
+    Why: Inductor's own benchmark overstates cuBLAS's time on small GEMMs (launch overhead it does not
+    charge to Triton kernels), so if a Triton candidate survives beside a favoured aten it is often picked
+    although it is slower (measured up to 2.5x on an H200, docs/benchmarks). A single survivor is used
+    without any benchmark. Offline, where benchmarking is perfect, this can only lose; the GPU benchmark
+    is where it wins."""
+    scores = np.asarray(scores, dtype=float)
+    is_aten = np.asarray(is_aten, dtype=bool)
+    if below_us is None or not len(kept) or ideal_us >= below_us or not is_aten.any():
+        return kept
+    best_aten = int(np.flatnonzero(is_aten)[np.argmax(scores[is_aten])])
+    if is_aten.all() or scores[best_aten] > scores[~is_aten].max():  # strictly favoured, not a tie
+        return np.asarray([best_aten])
+    return kept
