@@ -524,6 +524,7 @@ class _Installed:
     pruner: GemmPruner
     previous_class: Any
     previous_space: Any
+    previous_default: Any  # virtualized._choices._default
 
 
 _STACK: list[_Installed] = []
@@ -540,13 +541,38 @@ def _restore_pruner(settings: HookSettings) -> GemmPruner:
 
 
 def _drop_cached_choices() -> None:
-    """Inductor caches its InductorChoices per thread on first use; drop it so the next compile in this
-    thread builds one from the current ``config.inductor_choices_class``. Other threads keep theirs."""
+    """Make every thread build its InductorChoices afresh on its next compile.
+
+    Inductor caches the handler per thread on first use (``virtualized._choices_default``). Deleting it here
+    only reaches this thread, but a backward pass is compiled lazily in autograd's device thread, which
+    keeps whatever it cached during an earlier compile (measured on the H200: a transformer block's backward
+    GEMMs were then never pruned). Moving the cache to a new thread-local key misses in every thread."""
     from torch._inductor import virtualized
 
     key = virtualized._choices._key
     if hasattr(virtualized.threadlocal, key):
         delattr(virtualized.threadlocal, key)
+    _KEY_GENERATION[0] += 1
+    virtualized._choices._key = f"__torchinductor_choices_gemm_predictor_{_KEY_GENERATION[0]}"
+
+
+_KEY_GENERATION = [0]
+
+
+def _choices_factory(pruner: GemmPruner) -> Any:
+    """Inductor's per-thread default for ``V.choices``, building our choices in every thread.
+
+    Setting ``config.inductor_choices_class`` alone is not enough: torch >= 2.13 keeps config assignments
+    per thread (ContextVar), so autograd's thread, which compiles the backward pass, would not see it."""
+
+    def make() -> Any:
+        from torch._inductor import virtualized
+
+        handler = pruner()
+        setattr(virtualized.threadlocal, virtualized._choices._key, handler)
+        return handler
+
+    return make
 
 
 def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
@@ -583,7 +609,11 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     pruner = GemmPruner(settings).load()
     from torch._inductor import config
 
-    _STACK.append(_Installed(pruner, config.inductor_choices_class, config.max_autotune_gemm_search_space))
+    from torch._inductor import virtualized
+
+    _STACK.append(_Installed(pruner, config.inductor_choices_class, config.max_autotune_gemm_search_space,
+                             virtualized._choices._default))
+    virtualized._choices._default = _choices_factory(pruner)
     _LAST[:] = [pruner]
     config.inductor_choices_class = pruner
     config.max_autotune_gemm_search_space = SEARCH_SPACE[space]
@@ -600,6 +630,9 @@ def uninstall() -> None:
 
     config.inductor_choices_class = entry.previous_class
     config.max_autotune_gemm_search_space = entry.previous_space
+    from torch._inductor import virtualized
+
+    virtualized._choices._default = entry.previous_default
     _drop_cached_choices()
 
 

@@ -575,3 +575,18 @@ def test_a_favoured_aten_stays_alone_on_small_gemms_only():
     assert pruner(top_k=3).uuid() != pruner(top_k=3, aten_alone_below_us=None).uuid()
     with pytest.raises(ValueError, match="aten_alone_below_us"):
         HookSettings(aten_alone_below_us=-1.0)
+
+
+def test_install_reaches_threads_that_compiled_before(model_root):
+    """A backward pass is compiled in autograd's device thread, which caches its InductorChoices on first use;
+    install() must reach such a thread too, not only the one it is called from."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as other_thread:
+        other_thread.submit(_compile_and_check).result()  # caches Inductor's default choices handler there
+        with predictor.pruning(model_root / "syn-lgbm-all", top_k=1, keep_aten=False, _device=DEVICE) as p:
+            other_thread.submit(_compile_and_check).result()
+        assert p.stats()["gemms_seen"] >= 2
+        seen_before = p.stats()["gemms_seen"]
+        other_thread.submit(_compile_and_check).result()  # after uninstall: the default handler again
+        assert p.stats()["gemms_seen"] == seen_before
