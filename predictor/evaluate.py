@@ -539,6 +539,14 @@ def _report_markdown(metrics: pd.DataFrame, rankers: Sequence[str], ctx: Mapping
                         ("size", "Per size band"), ("op", "Per op"), ("applies", "Where a baseline applies")):
         if (metrics.slice_kind == kind).any():
             lines += [f"## {title} — oracle@1 / oracle@5", "", slice_table(metrics, rankers, kind), ""]
+    if ctx.get("hook_rule"):
+        lines += [f"## What the hook keeps — `{ctx.get('main', na)}`", "",
+                  "oracle/p5 of the kept set (offline: benchmarking among the kept choices assumed perfect); kept = "
+                  "choices left for Inductor to compile and benchmark; single = share of GEMMs left with one "
+                  "choice (no benchmark at all).", "",
+                  _md_table(["k", "rule", "oracle", "p5", "kept (mean)", "single"],
+                            [(r["k"], r["rule"], f"{r['oracle']:.3f}", f"{r['p5']:.3f}", f"{r['kept_mean']:.2f}",
+                              f"{r['single']:.2f}") for r in ctx["hook_rule"]]), ""]
     if plots:
         lines += ["## Plots", ""] + [f"![{caption}]({name})" for caption, name in plots] + [""]
     lines += ["## Notes", ""] + [f"- {n}" for n in _notes(ctx, result, rankers)] + [""]
@@ -614,6 +622,25 @@ def _select_space(rows: pd.DataFrame, space: str, source: str) -> pd.DataFrame:
         return select_space(rows, space, source)
     except DatasetError as exc:
         raise EvaluationError(f"{exc}; evaluate with a space the dataset holds") from None
+
+
+def hook_rule_table(rows: pd.DataFrame, model: Any, device: DeviceInfo, meta: Mapping[str, Any],
+                    ks: Iterable[int]) -> list[dict[str, Any]]:
+    """What ``predictor.install(top_k=k)`` keeps and reaches on these rows, per k: its plain top k, then its
+    defaults (the calibrated margin from ``meta``, a favoured aten alone on GEMMs under ATEN_ALONE_BELOW_US)."""
+    from .rankers.base import ATEN_ALONE_BELOW_US
+
+    scores = np.asarray(model.score(rows, device), dtype=float)
+    margin = (meta.get("pruning") or {}).get("margin")
+    out = []
+    for k in ks:
+        for rule, kwargs in (("top k + aten", {"margin": None}),
+                             ("+ margin", {"margin": margin}),
+                             ("+ margin + aten alone (hook default)",
+                              {"margin": margin, "aten_alone_below_us": ATEN_ALONE_BELOW_US, "device": device})):
+            s = pruning_rule_summary(rows, scores, k, **kwargs)
+            out.append({"k": int(k), "rule": rule, **{key: s[key] for key in ("oracle", "p5", "kept_mean", "single")}})
+    return out
 
 
 def run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: str | Path, space: str = "default",
@@ -710,6 +737,7 @@ def run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: str | Pa
         "n_problems": int(len(result.problems)), "n_rows": int(len(test)), "n_dropped": int(n_all - len(result.problems)),
         "command": command or shlex.join(sys.argv), "skipped": skipped, "notes": notes,
     }
+    context["hook_rule"] = hook_rule_table(test, model, device, meta, ks)
     if meta.get("dataset_sha256") and meta.get("dataset_sha256") == context["dataset_sha256"] and split == "all":
         notes.append("this is the model's training dataset and split=all: numbers include training problems.")
     return write_report(result, out_dir, context)

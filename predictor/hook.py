@@ -37,7 +37,7 @@ from .artifacts import METADATA_FILE, ModelError, load_model, read_metadata
 from .candidate import CANDIDATE_FIELDS, Candidate, from_template_kwargs
 from .device import DeviceInfo
 from .features import ideal_time_us
-from .rankers.base import aten_alone_if_small, keep_best, with_aten_fallback
+from .rankers.base import ATEN_ALONE_BELOW_US, aten_alone_if_small, keep_best, with_aten_fallback
 from .problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
 from .spaces import SPACES
 
@@ -63,12 +63,6 @@ class _PassThrough(Exception):
         super().__init__(message)
         self.reason = reason
         self.warn = warn
-
-
-# GEMMs whose ideal time (features.ideal_time_us) is below this keep aten alone when the model favours it:
-# Inductor's benchmark overstates cuBLAS there and would pick a slower Triton kernel. 100 us covers the
-# losses measured on the H200 (docs/benchmarks/h200: 6-60 us GEMMs, up to 2.5x slower picks).
-ATEN_ALONE_BELOW_US = 100.0
 
 
 @dataclasses.dataclass(frozen=True)

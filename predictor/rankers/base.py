@@ -54,6 +54,12 @@ def with_aten_fallback(kept: np.ndarray, scores: np.ndarray, is_aten: np.ndarray
     return np.append(kept, best)
 
 
+# GEMMs whose ideal time (features.ideal_time_us) is below this keep aten alone when the model favours it:
+# Inductor's benchmark overstates cuBLAS there and would pick a slower Triton kernel. 100 us covers the
+# losses measured on the H200 (docs/benchmarks/h200: 6-60 us GEMMs, up to 2.5x slower picks).
+ATEN_ALONE_BELOW_US = 100.0
+
+
 def aten_alone_if_small(kept: np.ndarray, scores: np.ndarray, is_aten: np.ndarray, ideal_us: float,
                         below_us: float | None) -> np.ndarray:
     """Only the favourite when it is aten and the GEMM's ideal time is under ``below_us``.
