@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .artifacts import METADATA_FILE, ModelError, load_model, read_metadata
-from .candidate import CANDIDATE_FIELDS, Candidate, from_template_kwargs
+from .candidate import CANDIDATE_FIELDS, Candidate, from_choice_caller, from_template_kwargs
 from .device import DeviceInfo
 from .features import ideal_time_us
 from .rankers.base import ATEN_ALONE_BELOW_US, aten_alone_if_small, keep_best, with_aten_fallback
@@ -53,7 +53,8 @@ PRUNING_KEY = "pruning"
 INDUCTOR_OPS = {"mm": "mm", "addmm": "addmm", "bmm": "bmm", "int_mm": "int_mm"}
 # Inductor's max_autotune_gemm_search_space value for each of our spaces.
 SEARCH_SPACE = {"default": "DEFAULT", "exhaustive": "EXHAUSTIVE"}
-_STAT_KEYS = ("gemms_seen", "pruned", "passed_through", "kept_total", "considered_total")
+_STAT_KEYS = ("gemms_seen", "pruned", "passed_through", "kept_total", "considered_total", "overridden")
+_RECENT_DECISIONS = 256  # kept-score records remembered for override_best_choice (per pruner)
 
 
 class _PassThrough(Exception):
@@ -79,6 +80,7 @@ class HookSettings:
     margin: float | str | None = "auto"
     allow_similar_gpu: bool = True
     aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US
+    override_gap: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
@@ -95,6 +97,9 @@ class HookSettings:
         below = self.aten_alone_below_us
         if below is not None and not (isinstance(below, (int, float)) and math.isfinite(below) and below >= 0):
             raise ValueError(f"aten_alone_below_us must be a non-negative number or None, got {below!r}")
+        gap = self.override_gap
+        if gap is not None and not (isinstance(gap, (int, float)) and math.isfinite(gap) and gap >= 0):
+            raise ValueError(f"override_gap must be a non-negative number or None, got {gap!r}")
         if self.hints == "predict":
             raise NotImplementedError("hints='predict' needs a hint-bucket model, which no model folder provides yet "
                                       "(the Hint-buckets issue adds it); use hints=None to keep the top-k of every "
@@ -236,6 +241,7 @@ class GemmPruner:
         self._lock = threading.Lock()  # counters and warnings
         self._load_lock = threading.Lock()
         self._stats: Counter = Counter()
+        self._recent: dict[frozenset, dict[str, float]] = {}  # kept candidate keys -> their scores
         self._fallbacks: Counter = Counter()
         self._loaded = ranker is not None
         self._uuid: str | None = None
@@ -327,7 +333,7 @@ class GemmPruner:
             key = {"model_sha256": None if self.ranker is None else self.metadata.get("model_sha256"),
                    "top_k": s.top_k, "space": s.space, "keep_aten": s.keep_aten,
                    "min_confidence": s.min_confidence, "hints": s.hints, "margin": self.margin,
-                   "aten_alone_below_us": s.aten_alone_below_us,
+                   "aten_alone_below_us": s.aten_alone_below_us, "override_gap": s.override_gap,
                    "allow_similar_gpu": s.allow_similar_gpu}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self._uuid
@@ -346,6 +352,36 @@ class GemmPruner:
         return f"GemmPruner(top_k={self.settings.top_k}, space={self.settings.space!r}, model={str(where)!r})"
 
     # -- counters ------------------------------------------------------------------------------
+    def pick(self, best_choice: Any, timings: dict[Any, float]) -> Any:
+        """Inductor's benchmark pick, or the model's favourite among the benchmarked choices when the pick
+        scores more than ``override_gap`` below it (torch >= 2.13 ``InductorChoices.override_best_choice``).
+
+        Why: Inductor's benchmark overstates cuBLAS on small GEMMs; the model, trained on clean labels, can
+        know better. Only choices this pruner scored (matched by candidate key set) and that benchmarked to a
+        finite time are considered; anything unexpected keeps Inductor's pick."""
+        gap = self.settings.override_gap
+        if gap is None or len(timings) < 2:
+            return best_choice
+        keyed = {}
+        for choice, t in timings.items():
+            if not math.isfinite(float(t)):
+                continue
+            keyed[from_choice_caller(getattr(choice, "name", ""), getattr(choice, "description", "")).key] = choice
+        with self._lock:
+            scores = self._recent.get(frozenset(
+                from_choice_caller(getattr(c, "name", ""), getattr(c, "description", "")).key for c in timings))
+        if scores is None or best_choice not in timings:
+            return best_choice
+        best_key = from_choice_caller(getattr(best_choice, "name", ""), getattr(best_choice, "description", "")).key
+        favourite = max(keyed, key=lambda key: scores[key])
+        if favourite == best_key or scores[favourite] - scores[best_key] <= gap:
+            return best_choice
+        with self._lock:
+            self._stats["overridden"] += 1
+        log.debug("gemm-predictor: benchmark picked %s (%.3g), using the model's %s (%.3g)", best_key,
+                  scores[best_key], favourite, scores[favourite])
+        return keyed[favourite]
+
     def stats(self) -> dict[str, Any]:
         """Counters since install: GEMMs seen, pruned or passed through, choices kept/considered, and
         ``fallbacks`` by reason (no_model, not_cuda, unknown_op, unknown_template, out_of_distribution, tf32,
@@ -443,6 +479,12 @@ class GemmPruner:
             keep_idx = aten_alone_if_small(keep_idx, scores, [c.family == "aten" for c in cands], ideal,
                                            s.aten_alone_below_us)
         keep = {int(i) for i in keep_idx}
+        if s.override_gap is not None:
+            record = {cands[i].key: float(scores[i]) for i in keep}
+            with self._lock:
+                if len(self._recent) >= _RECENT_DECISIONS:
+                    self._recent.pop(next(iter(self._recent)))
+                self._recent[frozenset(record)] = record
         if log.isEnabledFor(logging.DEBUG):
             ranked = sorted(range(len(cands)), key=lambda i: -scores[i])
             log.debug("gemm-predictor: %s (%s): kept %d/%d %s; scores %s", op_name, problem, len(keep), len(cands),
@@ -504,6 +546,13 @@ def _choices_class() -> type:
             choices = super()._finalize_template_configs(template_choices, kernel_inputs, templates, op_name,
                                                          kwarg_overrides)
             return self.pruner.filter(choices, kernel_inputs, op_name)
+
+        def override_best_choice(self, best_choice, timings):  # torch >= 2.13 calls this after benchmarking
+            try:
+                return self.pruner.pick(best_choice, timings)
+            except Exception:  # never break a compile: keep Inductor's pick
+                log.debug("gemm-predictor: override_best_choice failed", exc_info=True)
+                return best_choice
 
     PredictorChoices.__module__ = __name__
     return PredictorChoices
@@ -572,7 +621,7 @@ def _choices_factory(pruner: GemmPruner) -> Any:
 def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
             min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
             allow_similar_gpu: bool = True, aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US,
-            _device: DeviceInfo | None = None) -> GemmPruner:
+            override_gap: float | None = None, _device: DeviceInfo | None = None) -> GemmPruner:
     """Make max-autotune benchmark only the predicted top ``top_k`` candidates of every GEMM.
 
     ``model``: a model folder; None picks the shipped model made for this GPU (``find_model``). A model
@@ -590,7 +639,10 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     architecture (same cc, SM count, shared memory; e.g. H200 -> H100 SXM), with one warning.
     ``aten_alone_below_us``: where the model favours aten on a GEMM whose ideal time is below this (us),
     keep aten alone (no benchmark): Inductor's benchmark overstates cuBLAS on small GEMMs and would pick a
-    slower Triton kernel beside it; None turns this off. ``hints``: only None for now (keep the top k
+    slower Triton kernel beside it; None turns this off. ``override_gap`` (torch >= 2.13, which has
+    ``InductorChoices.override_best_choice``): after Inductor benchmarks the kept choices, use the model's
+    favourite instead of the benchmark's pick when the pick scores more than this below it; None (default)
+    always keeps the benchmark's pick. Not measured on a GPU yet (the GPU here runs torch 2.11). ``hints``: only None for now (keep the top k
     of every ``config.multi_kernel_hints`` group, scored with M = the hint); ``"predict"`` raises
     NotImplementedError until a hint-bucket model exists. ``_device``: tests only, pretend this is the
     GPU (and prune GEMMs of any device type).
@@ -599,7 +651,7 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     settings = HookSettings(model=None if model is None else str(model), top_k=top_k, space=space,
                             keep_aten=keep_aten, min_confidence=min_confidence, hints=hints, device=_device,
                             margin=margin, allow_similar_gpu=allow_similar_gpu,
-                            aten_alone_below_us=aten_alone_below_us)
+                            aten_alone_below_us=aten_alone_below_us, override_gap=override_gap)
     pruner = GemmPruner(settings).load()
     from torch._inductor import config
 
@@ -634,11 +686,11 @@ def uninstall() -> None:
 def pruning(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
             min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
             allow_similar_gpu: bool = True, aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US,
-            _device: DeviceInfo | None = None) -> Iterator[GemmPruner]:
+            override_gap: float | None = None, _device: DeviceInfo | None = None) -> Iterator[GemmPruner]:
     """``with pruning(top_k=3): torch.compile(...)(x)`` — ``install`` for the block, ``uninstall`` after."""
     pruner = install(model, top_k, space, keep_aten, min_confidence, hints, margin=margin,
                      allow_similar_gpu=allow_similar_gpu, aten_alone_below_us=aten_alone_below_us,
-                     _device=_device)
+                     override_gap=override_gap, _device=_device)
     try:
         yield pruner
     finally:

@@ -139,7 +139,7 @@ def test_top_1_without_aten_leaves_exactly_one():
     p = pruner(top_k=1, keep_aten=False)
     assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") == [choices[-1]]
     assert p.stats() == {"gemms_seen": 1, "pruned": 1, "passed_through": 0, "kept_total": 1,
-                         "considered_total": len(choices), "fallbacks": {}}
+                         "considered_total": len(choices), "overridden": 0, "fallbacks": {}}
 
 
 def test_aten_in_the_top_k_is_not_added_twice():
@@ -590,3 +590,45 @@ def test_install_reaches_threads_that_compiled_before(model_root):
         seen_before = p.stats()["gemms_seen"]
         other_thread.submit(_compile_and_check).result()  # after uninstall: the default handler again
         assert p.stats()["gemms_seen"] == seen_before
+
+
+def test_override_gap_replaces_a_benchmark_pick_the_model_is_sure_is_wrong():
+    """torch >= 2.13 asks InductorChoices.override_best_choice after benchmarking; the pruner answers with the
+    model's favourite when Inductor's pick scores more than override_gap below it."""
+    choices = fake_choices(PROBLEM)
+    scores = np.zeros(len(choices))
+    scores[0], scores[-1], scores[-2] = 9.0, 5.0, 4.0  # aten favoured, two Triton configs behind it
+    p = pruner(PositionRanker(scores), top_k=3, margin=None, aten_alone_below_us=None, override_gap=2.0)
+    kept = p.filter(choices, mm_inputs(512, 768, 3072), "mm")
+    assert kept == [choices[0], choices[-2], choices[-1]]
+
+    class Caller:  # what override_best_choice reads of a ChoiceCaller (hashable, like Inductor's)
+        def __init__(self, name: str, description: str) -> None:
+            self.name, self.description = name, description
+
+    def caller(ktc_):  # a ChoiceCaller as Inductor builds it from a KernelTemplateChoice
+        if ktc_.template.uid.startswith("aten::"):
+            return Caller(ktc_.template.uid.split("::")[1], "")
+        kw = ktc_.params.to_kwargs()
+        if ktc_.template.uid == "decompose_k":
+            return Caller(f"decompose_k_mm_{kw['k_split']}_split", "")
+        name = "triton_mm_persistent_tma_7" if "tma" in ktc_.template.uid else "triton_mm_7"
+        return Caller(name, ", ".join(f"{k}={v}" for k, v in kw.items()))
+
+    aten, t1, t2 = (caller(c) for c in kept)
+    timings = {aten: 0.030, t1: 0.020, t2: 0.025}  # Inductor's benchmark overstates cuBLAS: t1 looks best
+    assert p.pick(t1, timings) is aten and p.stats()["overridden"] == 1
+    assert p.pick(t2, {aten: 0.030, t1: 0.020, t2: 0.010}) is aten  # 9 - 5 > 2 as well
+    # within the gap, unknown choices, a failed favourite, or the option off: Inductor's pick stands
+    close = pruner(PositionRanker(scores), top_k=3, margin=None, aten_alone_below_us=None, override_gap=6.0)
+    close.filter(choices, mm_inputs(512, 768, 3072), "mm")
+    assert close.pick(t1, timings) is t1
+    assert p.pick(t1, {aten: float("inf"), t1: 0.020, t2: 0.025}) is t1
+    stranger = Caller("triton_mm_9", "BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_stages=1, num_warps=1")
+    assert p.pick(t1, {aten: 0.03, t1: 0.02, stranger: 0.01}) is t1
+    off = pruner(PositionRanker(scores), top_k=3, margin=None, aten_alone_below_us=None)
+    off.filter(choices, mm_inputs(512, 768, 3072), "mm")
+    assert off.pick(t1, timings) is t1 and off.stats()["overridden"] == 0
+    assert p.uuid() != off.uuid()
+    with pytest.raises(ValueError, match="override_gap"):
+        HookSettings(override_gap=float("nan"))
