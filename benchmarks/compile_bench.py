@@ -138,19 +138,22 @@ def time_compiled(fn, args) -> tuple[float, float]:
 
 def parse_mode(mode: str) -> dict | None:
     """``hook-k5`` -> install(top_k=5) (the defaults: calibrated margin, aten alone on small GEMMs it favours);
-    suffixes ``-nomargin`` (margin=None) and ``-benchaten`` (aten_alone_below_us=None: let Inductor benchmark
-    aten against the kept Triton kernels everywhere)."""
-    usage = f"unknown mode {mode!r}: plain, full, hook-k<K>[-nomargin][-benchaten]"
+    suffixes ``-nomargin`` (margin=None), ``-benchaten`` (aten_alone_below_us=None: let Inductor benchmark
+    aten against the kept Triton kernels everywhere) and ``-exhaustive`` (Inductor's EXHAUSTIVE space, pruned
+    to the top k before anything compiles; give it a model trained on that space with ``--model``)."""
+    usage = f"unknown mode {mode!r}: plain, full, hook-k<K>[-nomargin][-benchaten][-exhaustive]"
     if not mode.startswith("hook-k"):
         if mode not in ("plain", "full"):
             raise ValueError(usage)
         return None
     k, *suffixes = mode[len("hook-k"):].split("-")
-    if not k.isdigit() or int(k) < 1 or not set(suffixes) <= {"nomargin", "benchaten"} or len(set(suffixes)) < len(suffixes):
+    if not k.isdigit() or int(k) < 1 or not set(suffixes) <= {"nomargin", "benchaten", "exhaustive"} or len(set(suffixes)) < len(suffixes):
         raise ValueError(usage)
     settings = {"top_k": int(k), "margin": None if "nomargin" in suffixes else "auto"}
     if "benchaten" in suffixes:
         settings["aten_alone_below_us"] = None
+    if "exhaustive" in suffixes:
+        settings["space"] = "exhaustive"
     return settings
 
 
@@ -191,8 +194,7 @@ def run_mode(g: dict, mode: str, model: str) -> dict:
     clear_feedback_savers()
     add_feedback_saver(lambda timings, name, inputs, choices, *rest: benchmarked.append(len(choices)))
     torch._dynamo.reset()
-    if hook is not None:
-        predictor.install(model=model, **hook)
+    pruner = predictor.install(model=model, **hook) if hook is not None else None
     try:
         with icfg.patch({"force_disable_caches": True}):
             compiled = torch.compile(fn, mode=None if mode == "plain" else "max-autotune-no-cudagraphs", dynamic=False)
@@ -205,13 +207,14 @@ def run_mode(g: dict, mode: str, model: str) -> dict:
             predictor.uninstall()
         clear_feedback_savers()
     err = float((out.float() - ref).norm() / ref.norm())
+    filter_ms = pruner.stats()["filter_ms_max"] if pruner is not None else 0.0
     if is_block:
         step_us = time_block_step(make_step(compiled), x)
         return {"compile_s": compile_s, "warm_us": step_us, "cold_us": float("nan"), "rel_err": err,
-                "benchmarked": sum(benchmarked)}
+                "benchmarked": sum(benchmarked), "filter_ms_max": filter_ms}
     warm, cold = time_compiled(compiled, args)
     return {"compile_s": compile_s, "warm_us": warm, "cold_us": cold, "rel_err": err,
-            "benchmarked": sum(benchmarked)}
+            "benchmarked": sum(benchmarked), "filter_ms_max": filter_ms}
 
 
 def write_outputs(results: dict, gemms: list[dict], modes: list[str], out: Path, device: str) -> str:

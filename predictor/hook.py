@@ -25,6 +25,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -54,6 +55,7 @@ INDUCTOR_OPS = {"mm": "mm", "addmm": "addmm", "bmm": "bmm", "int_mm": "int_mm"}
 # Inductor's max_autotune_gemm_search_space value for each of our spaces.
 SEARCH_SPACE = {"default": "DEFAULT", "exhaustive": "EXHAUSTIVE"}
 _STAT_KEYS = ("gemms_seen", "pruned", "passed_through", "kept_total", "considered_total", "overridden")
+SLOW_FILTER_MS = 50.0  # per GEMM: above this the filter itself would slow compiles down (Exhaustive issue)
 _RECENT_DECISIONS = 256  # kept-score records remembered for override_best_choice (per pruner)
 
 
@@ -242,6 +244,7 @@ class GemmPruner:
         self._load_lock = threading.Lock()
         self._stats: Counter = Counter()
         self._recent: dict[frozenset, dict[str, float]] = {}  # kept candidate keys -> their scores
+        self._filter_ms: list[float] = []  # the filter's own time per GEMM (model load included on the first)
         self._fallbacks: Counter = Counter()
         self._loaded = ranker is not None
         self._uuid: str | None = None
@@ -385,10 +388,13 @@ class GemmPruner:
     def stats(self) -> dict[str, Any]:
         """Counters since install: GEMMs seen, pruned or passed through, choices kept/considered, and
         ``fallbacks`` by reason (no_model, not_cuda, unknown_op, unknown_template, out_of_distribution, tf32,
-        low_confidence (widened, may still prune), error, empty)."""
+        low_confidence (widened, may still prune), error, empty, slow), ``overridden`` (benchmark picks replaced,
+        ``override_gap``), and the filter's own time per GEMM (``filter_ms_median``, ``filter_ms_max``)."""
         with self._lock:
             out: dict[str, Any] = {key: int(self._stats[key]) for key in _STAT_KEYS}
             out["fallbacks"] = dict(self._fallbacks)
+            out["filter_ms_max"] = round(max(self._filter_ms), 3) if self._filter_ms else 0.0
+            out["filter_ms_median"] = round(float(np.median(self._filter_ms)), 3) if self._filter_ms else 0.0
         return out
 
     # -- the filter ----------------------------------------------------------------------------
@@ -396,6 +402,7 @@ class GemmPruner:
         """The choices to keep, in Inductor's order; the full list whenever anything is off."""
         kept: list[Any] = choices
         fallback: str | None = None
+        start = time.perf_counter()
         if choices:
             try:
                 self.load()
@@ -413,7 +420,12 @@ class GemmPruner:
                 self._warn_once("error", f"choice filter failed for {op_name} ({type(exc).__name__}: {exc}); "
                                 "passing the choices through unchanged")
                 log.debug("gemm-predictor: filter failure", exc_info=True)
+        elapsed_ms = (time.perf_counter() - start) * 1e3
+        if elapsed_ms > SLOW_FILTER_MS:
+            self._warn_once("slow", f"the choice filter took {elapsed_ms:.0f} ms for {op_name} with {len(choices)} "
+                            f"choices (budget {SLOW_FILTER_MS:.0f} ms per GEMM)")
         with self._lock:
+            self._filter_ms.append(elapsed_ms)
             self._stats["gemms_seen"] += 1
             self._stats["considered_total"] += len(choices)
             self._stats["kept_total"] += len(kept)
@@ -701,4 +713,4 @@ def stats() -> dict[str, Any]:
     """The counters of the most recently installed pruner (see ``GemmPruner.stats``); zeros if none."""
     if _LAST:
         return _LAST[0].stats()
-    return {**{key: 0 for key in _STAT_KEYS}, "fallbacks": {}}
+    return {**{key: 0 for key in _STAT_KEYS}, "fallbacks": {}, "filter_ms_max": 0.0, "filter_ms_median": 0.0}
