@@ -1,12 +1,13 @@
-"""What multi-kernel hints would buy on the collected M-sweeps (CPU; reads the bulk dataset; no label is
-interpolated: a hint's kernel counts at a runtime M only where that exact candidate was timed there).
+"""Hint buckets offline: predicted multi-kernel hints vs the fixed [64, 256, 4096] list on the labelled M-sweeps.
 
-    python benchmarks/hint_sweep_analysis.py --dataset datasets/nvidia-h200/default.parquet
+    python benchmarks/hint_sweep_analysis.py --out docs/hints
 
-For each sweep family (N, K, dtype, layouts, op) and a hint set H: the kernel chosen at M = h (the best
-candidate there) for each h in H; at every runtime M of the sweep the best of those kernels is used. Prints the
-geomean and the worst fraction of the per-M oracle for the fixed list [64, 256, 4096], the best single hint, and
-how many distinct winners the sweep has.
+For each M-sweep family of the bulk dataset: the hints ``predictor.hints`` chooses from the grid (with the
+model named by --model; families on the held-out side of its split are marked), the fixed list, and the best
+single hint in hindsight. A hint's kernel is the true best at M = hint (what Inductor's autotuning at that hint
+picks); at every runtime M of the sweep the best of the chosen kernels is used, as multi-kernel dispatch would.
+No label is interpolated: where a kernel was never timed at an M, that M is unknown and left out. Writes
+hints.md (table) and hints.png (fraction of the per-M oracle vs M, fixed vs predicted).
 """
 
 from __future__ import annotations
@@ -15,53 +16,79 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from predictor.schema import read_dataset  # noqa: E402
-
-FAMILY = ["op", "n", "k", "dtype", "layout_a", "layout_b"]
-
-
-def hint_set_fraction(times: pd.DataFrame, hints: list[int]) -> pd.Series:
-    """times: runtime M x candidate (NaN = not timed). Fraction of the per-M oracle reached by the hints' kernels."""
-    kernels = [times.loc[h].idxmin() for h in hints if h in times.index]
-    if not kernels:
-        return pd.Series(np.nan, index=times.index)
-    return times.min(axis=1) / times[kernels].min(axis=1)
-
-
-def analyse(rows: pd.DataFrame, fixed: list[int]) -> pd.DataFrame:
-    sweeps = rows[rows.family_tag.str.startswith("msweep") & (rows.status == "ok")]
-    out = []
-    for key, sub in sweeps.groupby(FAMILY):
-        times = sub.pivot_table(index="m", columns="candidate", values="time_us")
-        if len(times) < 6:
-            continue
-        fixed_f = hint_set_fraction(times, [h for h in fixed if h in times.index])
-        singles = {h: hint_set_fraction(times, [h]) for h in times.index}
-        # where a hint's kernel was never timed at a runtime M the fraction is unknown: left out of the
-        # geomean and counted (a set that is unknown nearly everywhere cannot win by it)
-        gm = lambda f: float(np.exp(np.log(f.dropna()).mean())) if f.notna().mean() >= 0.5 else float("nan")
-        best_h = max(singles, key=lambda h: np.nan_to_num(gm(singles[h]), nan=0.0))
-        out.append({"family": " ".join(map(str, key)), "sweep Ms": len(times), "distinct winners": times.idxmin(axis=1).nunique(),
-                    "fixed hints in sweep": [h for h in fixed if h in times.index],
-                    "fixed geomean": gm(fixed_f), "fixed worst": float(fixed_f.min()),
-                    "fixed unknown Ms": int(fixed_f.isna().sum()),
-                    "best single hint": int(best_h), "single geomean": gm(singles[best_h]),
-                    "single worst": float(singles[best_h].min()), "single unknown Ms": int(singles[best_h].isna().sum())})
-    return pd.DataFrame(out)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="datasets/nvidia-h200/default.parquet")
-    ap.add_argument("--fixed", default="64,256,4096")
+    ap.add_argument("--model", default="models/h200-default-lgbm", help="a model fit on a split (held-out marked)")
+    ap.add_argument("--out", default="docs/hints")
     args = ap.parse_args()
-    table = analyse(read_dataset(args.dataset), [int(h) for h in args.fixed.split(",")])
-    print(table.round(3).to_string(index=False))
+
+    import numpy as np
+
+    from predictor.artifacts import load_model
+    from predictor.device import DeviceInfo
+    from predictor.hints import FIXED_HINTS, HINT_GRID, evaluate_hint_choice, hint_set_fraction
+    from predictor.schema import read_dataset
+    from predictor.split import split_by_group
+
+    model, meta = load_model(args.model)
+    device = DeviceInfo.from_metadata(meta)
+    rows = read_dataset(args.dataset)
+    _, test = split_by_group(rows, meta.get("test_fraction", 0.25), meta.get("split_seed", 0))
+    table = evaluate_hint_choice(rows, model, device)
+    held_out_ms = test[test.family_tag.str.startswith("msweep")].groupby(["n", "k", "dtype"]).size()
+    table.insert(1, "held out", [tuple(x) in held_out_ms.index for x in
+                                 table.family.str.split(" ").map(lambda f: (int(f[1]), int(f[2]), f[3]))])
+    summary = {name: (float(np.exp(np.log(table[f"{name} geomean"]).mean())), float(table[f"{name} worst"].min()),
+                      float(table[f"{name} hints"].map(len).mean()) if f"{name} hints" in table else 1.0)
+               for name in ("predicted", "fixed", "best single")}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [f"# Hint buckets offline — `{args.model}` on `{args.dataset}`", "",
+             f"GPU {meta['device']['gpu']}; hint grid {list(HINT_GRID)}; fixed list {list(FIXED_HINTS)}; "
+             f"command `python benchmarks/hint_sweep_analysis.py --out {args.out}`.", "",
+             "| hints | families | geomean of family geomeans | worst size, any family | kernels compiled per GEMM (mean) |",
+             "|---|---|---|---|---|"]
+    for name, (gm, worst, n) in summary.items():
+        lines.append(f"| {name} | {len(table)} | {gm:.3f} | {worst:.3f} | {n:.2f} |")
+    lines += ["", table.round(3).to_markdown(index=False) if _has_tabulate() else "```\n" + table.round(3).to_string(index=False) + "\n```", ""]
+    (out / "hints.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sweeps = rows[rows.family_tag.str.startswith("msweep") & (rows.status == "ok")]
+    fig, axes = plt.subplots(1, len(table), figsize=(3.2 * len(table), 3.2), dpi=110, sharey=True, squeeze=False)
+    for ax, (_, r) in zip(axes[0], table.iterrows()):
+        op, n, k, dtype, la, lb = r.family.split(" ")
+        sub = sweeps[(sweeps.n == int(n)) & (sweeps.k == int(k)) & (sweeps.dtype == dtype) & (sweeps.layout_a == la)
+                     & (sweeps.layout_b == lb)]
+        times = sub.pivot_table(index="m", columns="candidate", values="time_us")
+        for name, hints, style in (("fixed", r["fixed hints"], "o-"), ("predicted", r["predicted hints"], "s--")):
+            f = hint_set_fraction(times, hints)
+            ax.plot(f.index, f.values, style, ms=3, label=f"{name} {hints}")
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{n}x{k} {dtype} {la}/{lb}" + (" (held out)" if r["held out"] else ""), fontsize=8)
+        ax.set_xlabel("runtime M")
+        ax.legend(fontsize=6, loc="lower left")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("fraction of the per-M oracle")
+    fig.tight_layout()
+    fig.savefig(out / "hints.png")
+
+
+def _has_tabulate() -> bool:
+    try:
+        import tabulate  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ PRUNING_KEY = "pruning"
 INDUCTOR_OPS = {"mm": "mm", "addmm": "addmm", "bmm": "bmm", "int_mm": "int_mm"}
 # Inductor's max_autotune_gemm_search_space value for each of our spaces.
 SEARCH_SPACE = {"default": "DEFAULT", "exhaustive": "EXHAUSTIVE"}
-_STAT_KEYS = ("gemms_seen", "pruned", "passed_through", "kept_total", "considered_total", "overridden")
+_STAT_KEYS = ("gemms_seen", "pruned", "passed_through", "kept_total", "considered_total", "overridden",
+              "hints_considered", "hints_kept")
 SLOW_FILTER_MS = 50.0  # per GEMM: above this the filter itself would slow compiles down (Exhaustive issue)
 _RECENT_DECISIONS = 256  # kept-score records remembered for override_best_choice (per pruner)
 
@@ -102,12 +103,8 @@ class HookSettings:
         gap = self.override_gap
         if gap is not None and not (isinstance(gap, (int, float)) and math.isfinite(gap) and gap >= 0):
             raise ValueError(f"override_gap must be a non-negative number or None, got {gap!r}")
-        if self.hints == "predict":
-            raise NotImplementedError("hints='predict' needs a hint-bucket model, which no model folder provides yet "
-                                      "(the Hint-buckets issue adds it); use hints=None to keep the top-k of every "
-                                      "multi-kernel hint group")
-        if self.hints is not None:
-            raise ValueError(f"unknown hints mode {self.hints!r}; only None is supported")
+        if self.hints not in (None, "predict"):
+            raise ValueError(f"unknown hints mode {self.hints!r}; expected None or 'predict'")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,7 +449,8 @@ class GemmPruner:
         groups: dict[int | None, list[int]] = {}
         for i, hint in enumerate(hints):
             groups.setdefault(hint, []).append(i)
-        if all(len(members) <= s.top_k for members in groups.values()):
+        choosing_hints = s.hints == "predict" and any(h is not None for h in groups)
+        if all(len(members) <= s.top_k for members in groups.values()) and not choosing_hints:
             return choices  # nothing to prune: skip the problem and the model
 
         problem = problem_from_inputs(kernel_inputs, op)
@@ -466,6 +464,10 @@ class GemmPruner:
         scores = np.asarray(scores, dtype=np.float64)
         if scores.shape != (len(choices),) or not np.isfinite(scores).all():
             raise ValueError(f"the ranker returned {scores.shape} scores, not {len(choices)} finite ones")
+
+        hinted = any(h is not None for h in groups)
+        if hinted and s.hints == "predict":
+            groups = self._predicted_hint_groups(problem, cands, scores, groups)
 
         margin = self.margin
         kept: list[np.ndarray] = []
@@ -485,7 +487,7 @@ class GemmPruner:
         keep_idx = np.concatenate(kept)
         if s.keep_aten:
             keep_idx = with_aten_fallback(keep_idx, scores, [c.family == "aten" for c in cands])
-        if s.aten_alone_below_us is not None:
+        if s.aten_alone_below_us is not None and not hinted:  # scores of other hints' M do not compare with aten's
             ideal = ideal_time_us(problem.b, problem.m, problem.n, problem.k, problem.dtype, problem.out_dtype,
                                   self.device)
             keep_idx = aten_alone_if_small(keep_idx, scores, [c.family == "aten" for c in cands], ideal,
@@ -503,6 +505,21 @@ class GemmPruner:
                       [cands[i].key for i in sorted(keep)],
                       ", ".join(f"{cands[i].key}={scores[i]:.3f}" for i in ranked))
         return [choices[i] for i in sorted(keep)]
+
+    def _predicted_hint_groups(self, problem: Problem, cands: list[Candidate], scores: np.ndarray,
+                               groups: dict[int | None, list[int]]) -> dict[int | None, list[int]]:
+        """Only the multi-kernel hint groups worth compiling (``predictor.hints.choose_hints``: each hint's
+        favourite kernel scored at runtime sizes over the hints' span); the unhinted group always stays."""
+        from .hints import choose_hints
+
+        hint_values = sorted(h for h in groups if h is not None)
+        kernel_at = {h: cands[max(groups[h], key=lambda i: scores[i])] for h in hint_values}
+        chosen = set(choose_hints(self.ranker, self.device, problem, kernel_at))
+        with self._lock:
+            self._stats["hints_considered"] += len(hint_values)
+            self._stats["hints_kept"] += len(chosen)
+        log.debug("gemm-predictor: %s: compiling hints %s of %s", problem, sorted(chosen), hint_values)
+        return {h: members for h, members in groups.items() if h is None or h in chosen}
 
     def _check_in_range(self, problem: Problem, sizes: bool = True) -> None:
         """Pass a problem through when it lies outside what the model was trained on (if the metadata says)."""
@@ -654,9 +671,10 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     slower Triton kernel beside it; None turns this off. ``override_gap`` (torch >= 2.13, which has
     ``InductorChoices.override_best_choice``): after Inductor benchmarks the kept choices, use the model's
     favourite instead of the benchmark's pick when the pick scores more than this below it; None (default)
-    always keeps the benchmark's pick. Not measured on a GPU yet (the GPU here runs torch 2.11). ``hints``: only None for now (keep the top k
-    of every ``config.multi_kernel_hints`` group, scored with M = the hint); ``"predict"`` raises
-    NotImplementedError until a hint-bucket model exists. ``_device``: tests only, pretend this is the
+    always keeps the benchmark's pick. Not measured on a GPU yet (the GPU here runs torch 2.11). ``hints``: with ``config.multi_kernel_hints``
+    set, None keeps the top k of every hint group (scored with M = the hint); ``"predict"`` first keeps only the
+    hints worth compiling (``predictor.hints``: at most 3, each adding a kernel the model expects to win
+    somewhere over the hints' span), then the top k within each. ``_device``: tests only, pretend this is the
     GPU (and prune GEMMs of any device type).
 
     Returns the pruner (``.stats()``, ``.uuid()``); ``uninstall()`` restores the previous settings."""

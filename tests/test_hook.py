@@ -141,7 +141,8 @@ def test_top_1_without_aten_leaves_exactly_one():
     stats = p.stats()
     assert 0 < stats.pop("filter_ms_median") <= stats.pop("filter_ms_max")
     assert stats == {"gemms_seen": 1, "pruned": 1, "passed_through": 0, "kept_total": 1,
-                     "considered_total": len(choices), "overridden": 0, "fallbacks": {}}
+                     "considered_total": len(choices), "overridden": 0, "hints_considered": 0, "hints_kept": 0,
+                     "fallbacks": {}}
 
 
 def test_aten_in_the_top_k_is_not_added_twice():
@@ -324,8 +325,9 @@ def test_settings_are_validated():
     for bad in ({"top_k": 0}, {"space": "huge"}, {"min_confidence": -1.0}, {"hints": "all"}):
         with pytest.raises(ValueError):
             HookSettings(**bad)
-    with pytest.raises(NotImplementedError, match="hint-bucket model"):
-        HookSettings(hints="predict")
+    HookSettings(hints="predict")
+    with pytest.raises(ValueError, match="hints"):
+        HookSettings(hints="guess")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -650,3 +652,50 @@ def test_a_slow_filter_warns_once_and_still_prunes(caplog):
     slow = [r.getMessage() for r in caplog.records if "budget" in r.getMessage()]
     assert len(slow) == 1 and "ms per GEMM" in slow[0]
     assert p.stats()["filter_ms_max"] > hook.SLOW_FILTER_MS
+
+
+class BlockRanker(PositionRanker):
+    """Prefers BLOCK_M close to M (clipped to 16..128): small-M and large-M kernels differ; aten scores low."""
+
+    def __init__(self, depends_on_m: bool = True):
+        super().__init__()
+        self.depends_on_m = depends_on_m
+
+    def score(self, rows, device):
+        self.rows.append(rows)
+        target = np.log2(np.clip(rows["m"].to_numpy(dtype=float), 16, 128)) if self.depends_on_m else 7.0
+        bm = np.log2(rows["block_m"].fillna(1).to_numpy(dtype=float).clip(min=1))
+        return np.where(rows["family"] == "aten", -10.0, -np.abs(bm - target))
+
+
+def hinted_choices(hints):
+    dynamic = Problem("mm", 300, 768, 3072, "float16")
+    choices = fake_choices(dynamic)[:1]  # aten, no hint
+    groups = {None: fake_choices(dynamic)[1:], **{h: fake_choices(dynamic, h)[1:] for h in hints}}
+    for members in groups.values():
+        choices += members
+    return choices, groups
+
+
+def test_predicted_hints_drop_the_hint_groups_that_add_no_kernel():
+    choices, groups = hinted_choices([64, 4096])
+    p = pruner(BlockRanker(depends_on_m=False), top_k=2, margin=None, hints="predict")
+    kept = p.filter(choices, mm_inputs(300, 768, 3072), "mm")
+    # the ranker prefers BLOCK_M 128 at every size and only the 4096 group offers it (Inductor scales the
+    # configs of the 64 group down to BLOCK_M <= 64): one hint is enough, the 64 group is not compiled
+    assert not set(map(id, kept)) & set(map(id, groups[64]))
+    assert set(map(id, kept)) & set(map(id, groups[4096])) and set(map(id, kept)) & set(map(id, groups[None]))
+    assert p.stats()["hints_considered"] == 2 and p.stats()["hints_kept"] == 1
+    # without prediction every hint group keeps its top k
+    every = pruner(BlockRanker(depends_on_m=False), top_k=2, margin=None).filter(choices, mm_inputs(300, 768, 3072), "mm")
+    assert set(map(id, every)) & set(map(id, groups[64]))
+
+
+def test_predicted_hints_keep_each_hint_whose_kernel_wins_somewhere():
+    choices, groups = hinted_choices([16, 64, 4096])
+    p = pruner(BlockRanker(depends_on_m=True), top_k=1, margin=None, hints="predict")
+    kept = {id(c) for c in p.filter(choices, mm_inputs(300, 768, 3072), "mm")}
+    kept_hints = [h for h in (16, 64, 4096) if kept & set(map(id, groups[h]))]
+    assert kept_hints == [16, 64, 4096]  # BLOCK_M 16, 64 and 128 each win on part of [16, 4096]
+    assert p.stats()["hints_kept"] == 3
+    assert pruner(top_k=1, hints="predict").uuid() != pruner(top_k=1).uuid()

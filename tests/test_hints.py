@@ -1,0 +1,78 @@
+"""Hint-bucket selection (predictor.hints) on hand-made scores and a hand-made M-sweep (no GPU)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from synthetic import METADATA
+
+from predictor.candidate import parse_key
+from predictor.device import DeviceInfo
+from predictor.hints import evaluate_hint_choice, best_hint_set, hint_set_fraction, runtime_sizes
+from predictor.problem import Problem
+
+DEVICE = DeviceInfo.from_metadata(METADATA)
+
+
+def test_runtime_sizes_span_the_range_geometrically():
+    sizes = runtime_sizes(1, 16384)
+    assert sizes[0] == 1 and sizes[-1] == 16384 and len(sizes) == 28  # 29 points, two round to the same int
+    assert all(b / a < 1.5 for a, b in zip(sizes[8:], sizes[9:]))
+    with pytest.raises(ValueError):
+        runtime_sizes(0, 10)
+
+
+def test_a_hint_is_added_only_where_its_kernel_wins():
+    hints = [16, 256, 4096]
+    one_kernel_everywhere = np.array([[1.0, 1.0, 1.0]] * 4)
+    assert best_hint_set(one_kernel_everywhere, hints) == [16]  # ties: the smallest hint, no second kernel
+    # kernel of 16 wins the small sizes, kernel of 4096 the large ones, 256's never
+    split = np.array([[3.0, 2.0, 0.0], [3.0, 2.5, 1.0], [0.0, 1.0, 3.0], [0.0, 1.5, 3.0]])
+    assert best_hint_set(split, hints) == [16, 4096]
+    assert best_hint_set(split, hints, max_hints=1) == [256]  # mean regret 1.25, tied with 4096: the smaller
+    assert best_hint_set(split, hints, min_gain=10.0) == [256]
+    with pytest.raises(ValueError):
+        best_hint_set(split, [16, 256])
+
+
+def test_hint_set_fraction_never_guesses_an_untimed_kernel():
+    times = pd.DataFrame({"a": [1.0, 2.0, 8.0], "b": [np.nan, 3.0, 4.0]}, index=[1, 64, 4096])
+    assert list(hint_set_fraction(times, [1, 4096])) == [1.0, 1.0, 1.0]
+    assert list(hint_set_fraction(times, [1])) == [1.0, 1.0, 0.5]
+    f = hint_set_fraction(times, [4096])
+    assert math.isnan(f.loc[1]) and f.loc[64] == 2.0 / 3.0 and f.loc[4096] == 1.0
+    assert hint_set_fraction(times, [7]).isna().all()
+
+
+class TableRanker:
+    """Knows the true times (score = -time): the selection logic, not the model, is under test."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def score(self, rows, device):
+        keys = [parse_key(c).key if isinstance(c, str) else None for c in rows.get("candidate", [None] * len(rows))]
+        if keys[0] is None:  # rows built from Candidate fields (kernel_scores)
+            from predictor.candidate import Candidate, CANDIDATE_FIELDS
+
+            keys = [Candidate(**{f: r[f] for f in CANDIDATE_FIELDS if pd.notna(r[f])}).key for _, r in rows.iterrows()]
+        return np.array([-self.table[(int(m), k)] for m, k in zip(rows["m"], keys)])
+
+
+def test_evaluate_hint_choice_on_a_sweep_where_the_winner_changes_at_256():
+    small, large = "triton_mm/32x64x32/s4/w4/g8", "triton_mm/128x128x64/s3/w8/g8"
+    sizes = [1, 16, 32, 64, 128, 256, 1024, 4096, 16384]
+    table, rows = {}, []
+    for m in sizes:
+        t_small, t_large = (1.0, 2.0) if m < 256 else (4.0 * m / 256, 1.0 * m / 256)
+        for key, t in ((small, t_small), (large, t_large)):
+            table[(m, key)] = t
+            rows.append({**Problem("mm", m, 4096, 4096, "float16").to_dict(), **parse_key(key).to_dict(),
+                         "candidate": key, "time_us": t, "status": "ok", "family_tag": "msweep:4096x4096"})
+    result = evaluate_hint_choice(pd.DataFrame(rows), TableRanker(table), DEVICE)
+    row = result.iloc[0]
+    assert row["winners"] == 2 and len(row["predicted hints"]) == 2
+    assert row["predicted geomean"] == 1.0 and row["predicted worst"] == 1.0
+    assert row["fixed hints"] == [64, 256, 4096] and row["fixed geomean"] == 1.0
+    assert row["best single geomean"] < 1.0
