@@ -42,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--limit", type=int, default=None)
     q.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many problems")
     q.add_argument("--ids", default=None, help="file with one problem_id per line: collect exactly these, in order")
+    q.add_argument("--shard", default="0/1", help="i/n: this process's share of the problems (one process per GPU)")
 
     def run_inductor(args: argparse.Namespace) -> int:
         from .inductor import run_inductor_collection
@@ -51,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             with open(args.ids) as handle:
                 ids = [line.strip() for line in handle if line.strip()]
         n = run_inductor_collection(args.corpus, args.out, query=args.filter, limit=args.limit, sample=args.sample,
-                                    ids=ids)
+                                    ids=ids, shard=args.shard)
         print(json.dumps({"problems": n}))
         return 0
 

@@ -99,7 +99,7 @@ def autotune_problem(p: Problem, device: Any, tma: bool, seed: int = 0) -> tuple
 
 
 def collect_inductor(problems: Any, out: str, gpu_name: str, cc: str, metadata: dict, tma: bool = True,
-                     limit: int | None = None) -> int:
+                     limit: int | None = None, part_prefix: str = "inductor") -> int:
     """Autotune each problem (a DataFrame with Problem fields + family_tag); resumable like the bulk collector."""
     import torch
     import triton
@@ -112,7 +112,7 @@ def collect_inductor(problems: Any, out: str, gpu_name: str, cc: str, metadata: 
     todo = problems[~problems["problem_id"].isin(done)]
     if limit is not None:
         todo = todo.head(limit)
-    writer = PartWriter(out, "inductor", metadata, every=1)
+    writer = PartWriter(out, part_prefix, metadata, every=1)  # one prefix per process: parts never collide
     env = {"collector": "inductor", "gpu": gpu_name, "cc": cc, "torch": torch.__version__.split("+")[0],
            "triton": triton.__version__, "schema_version": SCHEMA_VERSION, "reps": 0, "time_us_iqr": np.nan}
     n = 0
@@ -136,7 +136,8 @@ def collect_inductor(problems: Any, out: str, gpu_name: str, cc: str, metadata: 
 
 
 def run_inductor_collection(corpus: str, out: str, query: str | None = None, limit: int | None = None,
-                            sample: int | None = None, seed: int = 0, ids: list[str] | None = None) -> int:
+                            sample: int | None = None, seed: int = 0, ids: list[str] | None = None,
+                            shard: str = "0/1") -> int:
     """CLI entry: choose problems from the corpus and autotune them with Inductor (device metadata as bulk)."""
     import torch
     import triton
@@ -148,7 +149,8 @@ def run_inductor_collection(corpus: str, out: str, query: str | None = None, lim
 
     if not torch.cuda.is_available():
         raise RuntimeError("collect-inductor needs a CUDA GPU and none is visible")
-    problems = select_problems(corpus, Shard(0, 1), out, query, None)
+    # --shard splits the problems by id, so one process per GPU (CUDA_VISIBLE_DEVICES) shares a list
+    problems = select_problems(corpus, Shard.parse(shard), out, query, None)
     if ids is not None:
         unknown = sorted(set(ids) - set(load_corpus(corpus).problem_id))
         if unknown:
@@ -162,4 +164,6 @@ def run_inductor_collection(corpus: str, out: str, query: str | None = None, lim
     meta = {"schema_version": SCHEMA_VERSION, "gpu": info.gpu, "cc": info.cc, "torch": torch.__version__.split("+")[0],
             "triton": triton.__version__, "corpus_sha256": corpus_sha256(load_corpus(corpus)), "device": info.to_dict(),
             "collector": "inductor", "timing": "Inductor benchmark (inductor_bench_us) + profiler kernel time (time_us)"}
-    return collect_inductor(problems, out, info.gpu, info.cc, meta, tma=True, limit=limit)
+    part = Shard.parse(shard)
+    prefix = "inductor" if part.count == 1 else f"inductor-s{part.index}of{part.count}"
+    return collect_inductor(problems, out, info.gpu, info.cc, meta, tma=True, limit=limit, part_prefix=prefix)
