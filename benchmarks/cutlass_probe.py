@@ -7,19 +7,13 @@ Builds the CUTLASS root Inductor expects (``python/{cutlass_library,cutlass_cppg
 ``tools``) from the nvidia-cutlass wheel (which ships the headers under ``cutlass_library/source``), points
 ``TORCHINDUCTOR_CUTLASS_DIR`` at it, and compiles one fp16 mm and one ``_int_mm`` (1024^3) under max-autotune
 with backends ATEN,CUTLASS and ``cutlass_max_profiling_configs=2``. Results: docs/CUTLASS.md."""
-import os, sys, time, traceback, zipfile
-root = "/tmp/cutlass_root"
-whl = sys.argv[1]
-os.makedirs(root + "/python", exist_ok=True)
-zipfile.ZipFile(whl).extractall("/tmp/cutlass_whl")
-for pkg in ("cutlass_library", "cutlass_cppgen", "pycute"):
-    dst = f"{root}/python/{pkg}"
-    if not os.path.exists(dst):
-        os.symlink(f"/tmp/cutlass_whl/{pkg}", dst)
-for sub in ("include", "tools", "examples"):
-    if not os.path.exists(f"{root}/{sub}"):
-        os.symlink(f"/tmp/cutlass_whl/cutlass_library/source/{sub}", f"{root}/{sub}")
-os.environ["TORCHINDUCTOR_CUTLASS_DIR"] = root
+import os, sys, time, traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from collectors.cutlass_env import prepare_cutlass_root  # noqa: E402
+
+prepare_cutlass_root(sys.argv[1])
 import torch
 from torch._inductor import config
 print("torch", torch.__version__, torch.cuda.get_device_name(0), flush=True)

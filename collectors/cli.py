@@ -43,6 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many problems")
     q.add_argument("--ids", default=None, help="file with one problem_id per line: collect exactly these, in order")
     q.add_argument("--shard", default="0/1", help="i/n: this process's share of the problems (one process per GPU)")
+    q.add_argument("--backends", default="ATEN,TRITON", help="Inductor's max_autotune_gemm_backends, e.g. ATEN,TRITON,CUTLASS")
+    q.add_argument("--cutlass-wheel", default=None, help="nvidia_cutlass-*.whl to build the CUTLASS root from")
+    q.add_argument("--cutlass-max-configs", type=int, default=None,
+                   help="Inductor's cutlass_max_profiling_configs (default: all CUTLASS configs)")
 
     def run_inductor(args: argparse.Namespace) -> int:
         from .inductor import run_inductor_collection
@@ -52,7 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             with open(args.ids) as handle:
                 ids = [line.strip() for line in handle if line.strip()]
         n = run_inductor_collection(args.corpus, args.out, query=args.filter, limit=args.limit, sample=args.sample,
-                                    ids=ids, shard=args.shard)
+                                    ids=ids, shard=args.shard, backends=args.backends,
+                                    cutlass_wheel=args.cutlass_wheel, cutlass_max_configs=args.cutlass_max_configs)
         print(json.dumps({"problems": n}))
         return 0
 

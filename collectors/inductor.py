@@ -52,7 +52,8 @@ def _compiled_call(p: Problem, ops: Any):
     return fn, args
 
 
-def autotune_problem(p: Problem, device: Any, tma: bool, seed: int = 0) -> tuple[list[dict], float]:
+def autotune_problem(p: Problem, device: Any, tma: bool, seed: int = 0, backends: str = "ATEN,TRITON",
+                     cutlass_max_configs: int | None = None) -> tuple[list[dict], float]:
     """Compile one problem under max-autotune; return (one record per timed choice, compile seconds)."""
     import torch
     from torch._inductor import config as icfg
@@ -90,7 +91,11 @@ def autotune_problem(p: Problem, device: Any, tma: bool, seed: int = 0) -> tuple
     torch._dynamo.reset()
     start = time.time()
     try:
-        with icfg.patch({"force_disable_caches": True, "triton.enable_persistent_tma_matmul": tma}):
+        patches = {"force_disable_caches": True, "triton.enable_persistent_tma_matmul": tma,
+                   "max_autotune_gemm_backends": backends}
+        if cutlass_max_configs is not None:
+            patches["cutlass.cutlass_max_profiling_configs"] = cutlass_max_configs
+        with icfg.patch(patches):
             torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)(*args)
         torch.cuda.synchronize()
     finally:
@@ -99,7 +104,8 @@ def autotune_problem(p: Problem, device: Any, tma: bool, seed: int = 0) -> tuple
 
 
 def collect_inductor(problems: Any, out: str, gpu_name: str, cc: str, metadata: dict, tma: bool = True,
-                     limit: int | None = None, part_prefix: str = "inductor") -> int:
+                     limit: int | None = None, part_prefix: str = "inductor", backends: str = "ATEN,TRITON",
+                     cutlass_max_configs: int | None = None) -> int:
     """Autotune each problem (a DataFrame with Problem fields + family_tag); resumable like the bulk collector."""
     import torch
     import triton
@@ -118,7 +124,7 @@ def collect_inductor(problems: Any, out: str, gpu_name: str, cc: str, metadata: 
     n = 0
     for row in tqdm(todo.itertuples(index=False), total=len(todo), desc="inductor autotune", unit="problem"):
         p = problem_of(row)
-        records, seconds = autotune_problem(p, dev, tma)
+        records, seconds = autotune_problem(p, dev, tma, backends=backends, cutlass_max_configs=cutlass_max_configs)
         base = {**p.to_dict(), "family_tag": row.family_tag, **env, "compile_s": seconds}
         seen: set[str] = set()
         rows = []
@@ -137,7 +143,8 @@ def collect_inductor(problems: Any, out: str, gpu_name: str, cc: str, metadata: 
 
 def run_inductor_collection(corpus: str, out: str, query: str | None = None, limit: int | None = None,
                             sample: int | None = None, seed: int = 0, ids: list[str] | None = None,
-                            shard: str = "0/1") -> int:
+                            shard: str = "0/1", backends: str = "ATEN,TRITON", cutlass_wheel: str | None = None,
+                            cutlass_max_configs: int | None = None) -> int:
     """CLI entry: choose problems from the corpus and autotune them with Inductor (device metadata as bulk)."""
     import torch
     import triton
@@ -149,6 +156,22 @@ def run_inductor_collection(corpus: str, out: str, query: str | None = None, lim
 
     if not torch.cuda.is_available():
         raise RuntimeError("collect-inductor needs a CUDA GPU and none is visible")
+    backends = backends.upper()
+    unknown = set(backends.split(",")) - {"ATEN", "TRITON", "CUTLASS"}
+    if unknown:
+        raise ValueError(f"--backends {backends}: unknown {', '.join(sorted(unknown))} (ATEN, TRITON, CUTLASS)")
+    if "CUTLASS" in backends:
+        from torch._inductor import config as icfg
+
+        from .cutlass_env import prepare_cutlass_root
+
+        if cutlass_wheel:
+            icfg.cutlass.cutlass_dir = str(prepare_cutlass_root(cutlass_wheel))
+        from torch._inductor.codegen.cutlass.utils import try_import_cutlass
+
+        if not try_import_cutlass():
+            raise RuntimeError(f"--backends {backends}: Inductor cannot import CUTLASS from "
+                               f"{icfg.cutlass.cutlass_dir}; pass --cutlass-wheel nvidia_cutlass-*.whl")
     # --shard splits the problems by id, so one process per GPU (CUDA_VISIBLE_DEVICES) shares a list
     problems = select_problems(corpus, Shard.parse(shard), out, query, None)
     if ids is not None:
@@ -163,7 +186,9 @@ def run_inductor_collection(corpus: str, out: str, query: str | None = None, lim
     info = DeviceInfo.from_torch(0)
     meta = {"schema_version": SCHEMA_VERSION, "gpu": info.gpu, "cc": info.cc, "torch": torch.__version__.split("+")[0],
             "triton": triton.__version__, "corpus_sha256": corpus_sha256(load_corpus(corpus)), "device": info.to_dict(),
-            "collector": "inductor", "timing": "Inductor benchmark (inductor_bench_us) + profiler kernel time (time_us)"}
+            "collector": "inductor", "timing": "Inductor benchmark (inductor_bench_us) + profiler kernel time (time_us)",
+            "backends": backends, "cutlass_max_profiling_configs": cutlass_max_configs}
     part = Shard.parse(shard)
     prefix = "inductor" if part.count == 1 else f"inductor-s{part.index}of{part.count}"
-    return collect_inductor(problems, out, info.gpu, info.cc, meta, tma=True, limit=limit, part_prefix=prefix)
+    return collect_inductor(problems, out, info.gpu, info.cc, meta, tma=True, limit=limit, part_prefix=prefix,
+                            backends=backends, cutlass_max_configs=cutlass_max_configs)

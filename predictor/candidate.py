@@ -1,7 +1,9 @@
 """Candidate: one kernel Inductor could run for a problem, with one canonical string key.
 
 Keys: ``triton_mm/128x64x32/s3/w4/g8``, ``triton_tma/128x64x32/s3/w4/g8``, ``decompose_k/k32``,
-``aten/mm``. The two mappings from Inductor objects (a ``KernelTemplateChoice`` before codegen and
+``aten/mm``, ``cutlass/128x128x64/s0/c1x1x1_tnn_align2_cpasync_warpspecialized_epi_nosmem/sw4`` (a CUTLASS 3.x
+kernel as Inductor's CUTLASS backend names it: tile, stages (0 = auto), cluster + layout/alignment/schedule, and
+the L2 swizzle; for this family ``aten_op`` holds the schedule descriptor and ``group_m`` the swizzle). The two mappings from Inductor objects (a ``KernelTemplateChoice`` before codegen and
 an autotune ``ChoiceCaller`` after) live here so there is exactly one of each.
 """
 
@@ -11,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-FAMILIES = ("triton_mm", "triton_tma", "decompose_k", "aten")
+FAMILIES = ("triton_mm", "triton_tma", "decompose_k", "aten", "cutlass")
 CANDIDATE_FIELDS = ("family", "block_m", "block_n", "block_k", "num_stages", "num_warps", "group_m", "k_split", "aten_op")
 
 # Inductor template uid -> our family. The persistent TMA template is named differently across versions.
@@ -46,6 +48,9 @@ class Candidate:
             return f"aten/{self.aten_op}"
         if self.family == "decompose_k":
             return f"decompose_k/k{self.k_split}"
+        if self.family == "cutlass":
+            return (f"cutlass/{self.block_m}x{self.block_n}x{self.block_k}/s{self.num_stages}/{self.aten_op}"
+                    f"/sw{self.group_m}")
         return (f"{self.family}/{self.block_m}x{self.block_n}x{self.block_k}"
                 f"/s{self.num_stages}/w{self.num_warps}/g{self.group_m}")
 
@@ -58,6 +63,9 @@ class Candidate:
 
 
 _TILE_KEY = re.compile(r"^(triton_mm|triton_tma)/(\d+)x(\d+)x(\d+)/s(\d+)/w(\d+)/g(\d+)$")
+_CUTLASS_KEY = re.compile(r"^cutlass/(\d+)x(\d+)x(\d+)/s(\d+)/(\w+)/sw(\d+)$")
+# Inductor's CUTLASS 3.x op names: ..._<tile MxNxK>_<cluster>_<stages>_<layouts, alignment, schedule, epilogue>
+_CUTLASS_OP = re.compile(r"_(\d+)x(\d+)x(\d+)_(\d+x\d+x\d+)_(\d+)_(\w+?)(?:\s+swizzle=(\d+))?\s*$")
 
 
 def parse_key(key: str) -> Candidate:
@@ -66,6 +74,10 @@ def parse_key(key: str) -> Candidate:
         return Candidate("aten", aten_op=key[5:])
     if key.startswith("decompose_k/k") and key[13:].isdigit():
         return Candidate("decompose_k", k_split=int(key[13:]))
+    cutlass = _CUTLASS_KEY.match(key)
+    if cutlass:
+        bm, bn, bk, stages = (int(x) for x in cutlass.groups()[:4])
+        return Candidate("cutlass", bm, bn, bk, stages, 0, int(cutlass.group(6)), aten_op=cutlass.group(5))
     match = _TILE_KEY.match(key)
     if not match:
         raise ValueError(f"not a candidate key: {key!r}")
@@ -108,6 +120,13 @@ def from_choice_caller(name: str, description: str) -> Candidate:
     match = _DECOMPOSE_NAME.search(name)
     if match:
         return Candidate("decompose_k", k_split=int(match.group(1)))
+    if name.startswith("cutlass"):
+        op = _CUTLASS_OP.search(description or "")
+        if not op:
+            raise ValueError(f"CUTLASS choice {name!r} has no kernel name in its description {description!r}")
+        bm, bn, bk = (int(x) for x in op.groups()[:3])
+        return Candidate("cutlass", bm, bn, bk, num_stages=int(op.group(5)), group_m=int(op.group(7) or 1),
+                         aten_op=f"c{op.group(4)}_{op.group(6)}")
     if name.startswith("triton_") or "BLOCK_M" in (description or ""):
         fields = {k: v.strip().strip("'") for k, v in _DESC_FIELD.findall(description or "")}
         if "BLOCK_M" not in fields:
