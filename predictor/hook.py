@@ -466,14 +466,16 @@ class GemmPruner:
             raise ValueError(f"the ranker returned {scores.shape} scores, not {len(choices)} finite ones")
 
         hinted = any(h is not None for h in groups)
-        if hinted and s.hints == "predict":
-            groups = self._predicted_hint_groups(problem, cands, scores, groups)
+        # Inductor's scheduler needs a Triton kernel for every hint in config.multi_kernel_hints (it takes the
+        # min over each hint group's Triton timings), so a hint not worth autotuning keeps its favourite alone
+        # rather than nothing
+        predicted = self._predicted_hints(problem, cands, scores, groups) if hinted and s.hints == "predict" else None
 
         margin = self.margin
         kept: list[np.ndarray] = []
         for hint, members in groups.items():
             idx = np.asarray(members)
-            k = s.top_k
+            k = s.top_k if predicted is None or hint is None or hint in predicted else 1
             if s.min_confidence is not None and len(idx) > k:
                 ordered = np.sort(scores[idx])[::-1]
                 confidence = ordered[0] - ordered[k]
@@ -506,10 +508,10 @@ class GemmPruner:
                       ", ".join(f"{cands[i].key}={scores[i]:.3f}" for i in ranked))
         return [choices[i] for i in sorted(keep)]
 
-    def _predicted_hint_groups(self, problem: Problem, cands: list[Candidate], scores: np.ndarray,
-                               groups: dict[int | None, list[int]]) -> dict[int | None, list[int]]:
-        """Only the multi-kernel hint groups worth compiling (``predictor.hints.choose_hints``: each hint's
-        favourite kernel scored at runtime sizes over the hints' span); the unhinted group always stays."""
+    def _predicted_hints(self, problem: Problem, cands: list[Candidate], scores: np.ndarray,
+                         groups: dict[int | None, list[int]]) -> set[int]:
+        """The multi-kernel hints worth autotuning (``predictor.hints.choose_hints``: each hint's favourite kernel
+        scored at runtime sizes over the hints' span)."""
         from .hints import choose_hints
 
         hint_values = sorted(h for h in groups if h is not None)
@@ -518,8 +520,8 @@ class GemmPruner:
         with self._lock:
             self._stats["hints_considered"] += len(hint_values)
             self._stats["hints_kept"] += len(chosen)
-        log.debug("gemm-predictor: %s: compiling hints %s of %s", problem, sorted(chosen), hint_values)
-        return {h: members for h, members in groups.items() if h is None or h in chosen}
+        log.debug("gemm-predictor: %s: autotuning hints %s of %s", problem, sorted(chosen), hint_values)
+        return chosen
 
     def _check_in_range(self, problem: Problem, sizes: bool = True) -> None:
         """Pass a problem through when it lies outside what the model was trained on (if the metadata says)."""
@@ -672,9 +674,10 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     ``InductorChoices.override_best_choice``): after Inductor benchmarks the kept choices, use the model's
     favourite instead of the benchmark's pick when the pick scores more than this below it; None (default)
     always keeps the benchmark's pick. Not measured on a GPU yet (the GPU here runs torch 2.11). ``hints``: with ``config.multi_kernel_hints``
-    set, None keeps the top k of every hint group (scored with M = the hint); ``"predict"`` first keeps only the
-    hints worth compiling (``predictor.hints``: at most 3, each adding a kernel the model expects to win
-    somewhere over the hints' span), then the top k within each. ``_device``: tests only, pretend this is the
+    set, None keeps the top k of every hint group (scored with M = the hint); ``"predict"`` keeps the top k
+    only for the hints worth autotuning (``predictor.hints``: at most 3, each adding a kernel the model expects
+    to win somewhere over the hints' span) and the favourite alone for the others (Inductor needs a Triton
+    kernel for every hint in ``config.multi_kernel_hints``; which hints exist is that global setting). ``_device``: tests only, pretend this is the
     GPU (and prune GEMMs of any device type).
 
     Returns the pruner (``.stats()``, ``.uuid()``); ``uninstall()`` restores the previous settings."""

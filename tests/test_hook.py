@@ -677,25 +677,25 @@ def hinted_choices(hints):
     return choices, groups
 
 
-def test_predicted_hints_drop_the_hint_groups_that_add_no_kernel():
+def test_predicted_hints_leave_the_other_hints_their_favourite_alone():
     choices, groups = hinted_choices([64, 4096])
     p = pruner(BlockRanker(depends_on_m=False), top_k=2, margin=None, hints="predict")
-    kept = p.filter(choices, mm_inputs(300, 768, 3072), "mm")
+    kept = {id(c) for c in p.filter(choices, mm_inputs(300, 768, 3072), "mm")}
     # the ranker prefers BLOCK_M 128 at every size and only the 4096 group offers it (Inductor scales the
-    # configs of the 64 group down to BLOCK_M <= 64): one hint is enough, the 64 group is not compiled
-    assert not set(map(id, kept)) & set(map(id, groups[64]))
-    assert set(map(id, kept)) & set(map(id, groups[4096])) and set(map(id, kept)) & set(map(id, groups[None]))
+    # configs of the 64 group down to BLOCK_M <= 64): 4096 is autotuned (top 2); 64 keeps one kernel, because
+    # Inductor's scheduler needs a Triton kernel for every hint
+    assert len(kept & set(map(id, groups[4096]))) == 2 and len(kept & set(map(id, groups[64]))) == 1
+    assert len(kept & set(map(id, groups[None]))) == 2
     assert p.stats()["hints_considered"] == 2 and p.stats()["hints_kept"] == 1
-    # without prediction every hint group keeps its top k
-    every = pruner(BlockRanker(depends_on_m=False), top_k=2, margin=None).filter(choices, mm_inputs(300, 768, 3072), "mm")
-    assert set(map(id, every)) & set(map(id, groups[64]))
+    every = {id(c) for c in pruner(BlockRanker(depends_on_m=False), top_k=2, margin=None).filter(
+        choices, mm_inputs(300, 768, 3072), "mm")}
+    assert len(every & set(map(id, groups[64]))) == 2
 
 
 def test_predicted_hints_keep_each_hint_whose_kernel_wins_somewhere():
     choices, groups = hinted_choices([16, 64, 4096])
-    p = pruner(BlockRanker(depends_on_m=True), top_k=1, margin=None, hints="predict")
+    p = pruner(BlockRanker(depends_on_m=True), top_k=2, margin=None, hints="predict")
     kept = {id(c) for c in p.filter(choices, mm_inputs(300, 768, 3072), "mm")}
-    kept_hints = [h for h in (16, 64, 4096) if kept & set(map(id, groups[h]))]
-    assert kept_hints == [16, 64, 4096]  # BLOCK_M 16, 64 and 128 each win on part of [16, 4096]
+    assert [len(kept & set(map(id, groups[h]))) for h in (16, 64, 4096)] == [2, 2, 2]  # each wins somewhere
     assert p.stats()["hints_kept"] == 3
     assert pruner(top_k=1, hints="predict").uuid() != pruner(top_k=1).uuid()
