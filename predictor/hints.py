@@ -145,3 +145,43 @@ def evaluate_hint_choice(rows: pd.DataFrame, ranker: Any, device: DeviceInfo, gr
             result[f"{name} worst"] = float(f.min())
         out.append(result)
     return pd.DataFrame(out)
+
+
+# --------------------------------------------------------------------------- config.multi_kernel_hints
+
+def suggest_hints(gemms: Sequence[Problem], model: str | None = None, device: DeviceInfo | None = None,
+                  grid: Sequence[int] = HINT_GRID, runtime: tuple[int, int] = (1, 16384),
+                  max_hints: int = MAX_HINTS, min_gain: float = MIN_GAIN) -> list[int]:
+    """``config.multi_kernel_hints`` for a program whose dynamic-M GEMMs are ``gemms`` (their M is ignored):
+    the union of each GEMM's predicted hints over ``runtime``.
+
+    Inductor compiles one kernel per hint in that global list for every dynamic GEMM, so this, not the
+    choice filter, is what cuts the kernels compiled. Each hint's kernel is the model's favourite among
+    Inductor's own candidates at M = hint (``predictor.spaces``). ``model``: a model folder (default: the
+    shipped one for ``device``, itself defaulting to this GPU)."""
+    from dataclasses import replace
+
+    from .artifacts import load_model
+    from .hook import _this_gpu, find_model
+    from .spaces import enumerate_space
+
+    device = device or _this_gpu()
+    if device is None:
+        raise RuntimeError("suggest_hints needs the GPU to rank for: no CUDA device, pass device=")
+    folder = model or find_model(device, allow_similar=True)
+    if folder is None:
+        raise FileNotFoundError(f"no model for {device.gpu} (cc {device.cc}); pass model=")
+    ranker, meta = load_model(folder)
+    rank_device = DeviceInfo.from_metadata(meta)
+    sizes = runtime_sizes(*runtime)
+    chosen: set[int] = set()
+    for gemm in gemms:
+        kernel_at = {}
+        for h in grid:
+            at_h = replace(gemm, m=int(h))
+            cands = enumerate_space(at_h, meta.get("space", "default"), device)
+            records = [{**at_h.to_dict(), **c.to_dict()} for c in cands]
+            scores = ranker.score(pd.DataFrame(records), rank_device)
+            kernel_at[h] = cands[int(np.argmax(scores))]
+        chosen.update(choose_hints(ranker, rank_device, gemm, kernel_at, sizes, max_hints, min_gain))
+    return sorted(chosen)

@@ -76,3 +76,19 @@ def test_evaluate_hint_choice_on_a_sweep_where_the_winner_changes_at_256():
     assert row["predicted geomean"] == 1.0 and row["predicted worst"] == 1.0
     assert row["fixed hints"] == [64, 256, 4096] and row["fixed geomean"] == 1.0
     assert row["best single geomean"] < 1.0
+
+
+def test_suggest_hints_with_the_shipped_model():
+    from pathlib import Path
+
+    from predictor.artifacts import read_metadata
+    from predictor.hints import HINT_GRID, suggest_hints
+
+    shipped = Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm-all"
+    h200 = DeviceInfo.from_metadata(read_metadata(shipped))
+    gemms = [Problem("mm", 1, 4096, 4096, "bfloat16", layout_b="col"), Problem("mm", 1, 896, 4864, "bfloat16")]
+    each = [suggest_hints([g], model=str(shipped), device=h200) for g in gemms]
+    assert all(1 <= len(h) <= 3 and set(h) <= set(HINT_GRID) for h in each)
+    assert suggest_hints(gemms, model=str(shipped), device=h200) == sorted(set(each[0]) | set(each[1]))
+    with pytest.raises(RuntimeError, match="no CUDA device"):
+        suggest_hints(gemms)  # CPU: nothing to rank for
