@@ -699,3 +699,35 @@ def test_predicted_hints_keep_each_hint_whose_kernel_wins_somewhere():
     assert [len(kept & set(map(id, groups[h]))) for h in (16, 64, 4096)] == [2, 2, 2]  # each wins somewhere
     assert p.stats()["hints_kept"] == 3
     assert pruner(top_k=1, hints="predict").uuid() != pruner(top_k=1).uuid()
+
+
+def test_training_step_compiles_with_the_hook_and_its_backward_gemms_are_seen(model_root):
+    """fwd + bwd of a linear block under max-autotune on CPU: the backward's GEMMs reach the filter too, and the
+    gradients match eager."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(48, 64), torch.nn.GELU(), torch.nn.Linear(64, 32))
+    x = torch.randn(40, 48, requires_grad=True)
+
+    def step(module, inp):
+        out = module(inp)
+        out.square().mean().backward()
+        return out
+
+    ref = step(block, x)
+    ref_grads = [p.grad.clone() for p in block.parameters()] + [x.grad.clone()]
+    for p in block.parameters():
+        p.grad = None
+    x.grad = None
+    from torch._inductor import config
+
+    with predictor.pruning(model_root / "syn-lgbm-all", top_k=1, _device=DEVICE) as p, \
+            config.patch(fx_graph_cache=False, max_autotune_gemm_backends="ATEN"):
+        out = step(torch.compile(block, mode="max-autotune-no-cudagraphs"), x)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    grads = [q.grad for q in block.parameters()] + [x.grad]
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    # forward: 2 addmm; backward: grad of input and weight of each linear (mm) -> at least 6 GEMMs seen
+    assert p.stats()["gemms_seen"] >= 6 and p.stats()["fallbacks"] == {}
+    torch._dynamo.reset()
