@@ -55,7 +55,7 @@ INDUCTOR_OPS = {"mm": "mm", "addmm": "addmm", "bmm": "bmm", "int_mm": "int_mm"}
 # Inductor's max_autotune_gemm_search_space value for each of our spaces.
 SEARCH_SPACE = {"default": "DEFAULT", "exhaustive": "EXHAUSTIVE"}
 _STAT_KEYS = ("gemms_seen", "pruned", "passed_through", "kept_total", "considered_total", "overridden",
-              "hints_considered", "hints_kept")
+              "hints_considered", "hints_kept", "cutlass_considered", "cutlass_kept")
 SLOW_FILTER_MS = 50.0  # per GEMM: above this the filter itself would slow compiles down (Exhaustive issue)
 _RECENT_DECISIONS = 256  # kept-score records remembered for override_best_choice (per pruner)
 
@@ -84,6 +84,7 @@ class HookSettings:
     allow_similar_gpu: bool = True
     aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US
     override_gap: float | None = None
+    cutlass_top_k: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
@@ -103,6 +104,9 @@ class HookSettings:
         gap = self.override_gap
         if gap is not None and not (isinstance(gap, (int, float)) and math.isfinite(gap) and gap >= 0):
             raise ValueError(f"override_gap must be a non-negative number or None, got {gap!r}")
+        ck = self.cutlass_top_k
+        if ck is not None and (isinstance(ck, bool) or not isinstance(ck, int) or ck < 1):
+            raise ValueError(f"cutlass_top_k must be a positive integer or None, got {ck!r}")
         if self.hints not in (None, "predict"):
             raise ValueError(f"unknown hints mode {self.hints!r}; expected None or 'predict'")
 
@@ -334,6 +338,7 @@ class GemmPruner:
                    "top_k": s.top_k, "space": s.space, "keep_aten": s.keep_aten,
                    "min_confidence": s.min_confidence, "hints": s.hints, "margin": self.margin,
                    "aten_alone_below_us": s.aten_alone_below_us, "override_gap": s.override_gap,
+                   "cutlass_top_k": s.cutlass_top_k,
                    "allow_similar_gpu": s.allow_similar_gpu}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self._uuid
@@ -381,6 +386,27 @@ class GemmPruner:
         log.debug("gemm-predictor: benchmark picked %s (%.3g), using the model's %s (%.3g)", best_key,
                   scores[best_key], favourite, scores[favourite])
         return keyed[favourite]
+
+    def preprocess(self, choices: list[Any]) -> list[Any]:
+        """Inductor's preprocessing step over the whole ChoiceCaller list (CUTLASS choices never pass through
+        ``_finalize_template_configs``): keep the ``cutlass_top_k`` best CUTLASS kernels (``predictor.cutlass``).
+        Any error keeps the list as it is."""
+        k = self.settings.cutlass_top_k
+        if k is None:
+            return choices
+        try:
+            from .cutlass import prune_cutlass
+
+            device = self.device if self.device is not None else self.settings.device or _this_gpu()
+            kept = prune_cutlass(choices, k, device.sm_count if device is not None else 132)
+        except Exception as exc:  # never break a compile
+            self._warn_once("cutlass", f"CUTLASS pruning failed ({type(exc).__name__}: {exc}); keeping every choice")
+            return choices
+        names = lambda cs: {c.name for c in cs if str(getattr(c, "name", "")).startswith("cutlass")}
+        with self._lock:
+            self._stats["cutlass_considered"] += len(names(choices))
+            self._stats["cutlass_kept"] += len(names(kept))
+        return kept
 
     def stats(self) -> dict[str, Any]:
         """Counters since install: GEMMs seen, pruned or passed through, choices kept/considered, and
@@ -631,6 +657,23 @@ def _drop_cached_choices() -> None:
 
 
 _KEY_GENERATION = [0]
+_PREPROCESSING_REGISTERED = [False]
+
+
+def _preprocess_with_installed(choices: list[Any]) -> list[Any]:
+    """Registered once with Inductor (preprocessing functions cannot be removed one by one): defers to the
+    pruner installed now, and is a no-op when none is."""
+    return _STACK[-1].pruner.preprocess(choices) if _STACK else choices
+
+
+def _register_preprocessing() -> None:
+    if _PREPROCESSING_REGISTERED[0]:
+        return
+    from torch._inductor import select_algorithm
+
+    if hasattr(select_algorithm, "add_preprocessing_fn"):  # torch >= 2.10
+        select_algorithm.add_preprocessing_fn(_preprocess_with_installed)
+        _PREPROCESSING_REGISTERED[0] = True
 
 
 def _choices_factory(pruner: GemmPruner) -> Any:
@@ -652,7 +695,8 @@ def _choices_factory(pruner: GemmPruner) -> Any:
 def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
             min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
             allow_similar_gpu: bool = True, aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US,
-            override_gap: float | None = None, _device: DeviceInfo | None = None) -> GemmPruner:
+            override_gap: float | None = None, cutlass_top_k: int | None = None,
+            _device: DeviceInfo | None = None) -> GemmPruner:
     """Make max-autotune benchmark only the predicted top ``top_k`` candidates of every GEMM.
 
     ``model``: a model folder; None picks the shipped model made for this GPU (``find_model``). A model
@@ -673,7 +717,10 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     slower Triton kernel beside it; None turns this off. ``override_gap`` (torch >= 2.13, which has
     ``InductorChoices.override_best_choice``): after Inductor benchmarks the kept choices, use the model's
     favourite instead of the benchmark's pick when the pick scores more than this below it; None (default)
-    always keeps the benchmark's pick. Not measured on a GPU yet (the GPU here runs torch 2.11). ``hints``: with ``config.multi_kernel_hints``
+    always keeps the benchmark's pick. Not measured on a GPU yet (the GPU here runs torch 2.11).
+    ``cutlass_top_k`` (with CUTLASS among ``max_autotune_gemm_backends``): keep only this many CUTLASS kernels
+    (all their swizzles), the analytically best (``predictor.cutlass``) rather than Inductor's first N; None
+    (default) leaves CUTLASS choices alone. Not measured on a GPU yet. ``hints``: with ``config.multi_kernel_hints``
     set, None keeps the top k of every hint group (scored with M = the hint); ``"predict"`` keeps the top k
     only for the hints worth autotuning (``predictor.hints``: at most 3, each adding a kernel the model expects
     to win somewhere over the hints' span) and the favourite alone for the others (Inductor needs a Triton
@@ -684,7 +731,8 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     settings = HookSettings(model=None if model is None else str(model), top_k=top_k, space=space,
                             keep_aten=keep_aten, min_confidence=min_confidence, hints=hints, device=_device,
                             margin=margin, allow_similar_gpu=allow_similar_gpu,
-                            aten_alone_below_us=aten_alone_below_us, override_gap=override_gap)
+                            aten_alone_below_us=aten_alone_below_us, override_gap=override_gap,
+                            cutlass_top_k=cutlass_top_k)
     pruner = GemmPruner(settings).load()
     from torch._inductor import config
 
@@ -693,6 +741,7 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     _STACK.append(_Installed(pruner, config.inductor_choices_class, config.max_autotune_gemm_search_space,
                              virtualized._choices._default))
     virtualized._choices._default = _choices_factory(pruner)
+    _register_preprocessing()
     _LAST[:] = [pruner]
     config.inductor_choices_class = pruner
     config.max_autotune_gemm_search_space = SEARCH_SPACE[space]
@@ -719,11 +768,12 @@ def uninstall() -> None:
 def pruning(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
             min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
             allow_similar_gpu: bool = True, aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US,
-            override_gap: float | None = None, _device: DeviceInfo | None = None) -> Iterator[GemmPruner]:
+            override_gap: float | None = None, cutlass_top_k: int | None = None,
+            _device: DeviceInfo | None = None) -> Iterator[GemmPruner]:
     """``with pruning(top_k=3): torch.compile(...)(x)`` — ``install`` for the block, ``uninstall`` after."""
     pruner = install(model, top_k, space, keep_aten, min_confidence, hints, margin=margin,
                      allow_similar_gpu=allow_similar_gpu, aten_alone_below_us=aten_alone_below_us,
-                     override_gap=override_gap, _device=_device)
+                     override_gap=override_gap, cutlass_top_k=cutlass_top_k, _device=_device)
     try:
         yield pruner
     finally:

@@ -142,7 +142,7 @@ def test_top_1_without_aten_leaves_exactly_one():
     assert 0 < stats.pop("filter_ms_median") <= stats.pop("filter_ms_max")
     assert stats == {"gemms_seen": 1, "pruned": 1, "passed_through": 0, "kept_total": 1,
                      "considered_total": len(choices), "overridden": 0, "hints_considered": 0, "hints_kept": 0,
-                     "fallbacks": {}}
+                     "cutlass_considered": 0, "cutlass_kept": 0, "fallbacks": {}}
 
 
 def test_aten_in_the_top_k_is_not_added_twice():
@@ -731,3 +731,29 @@ def test_training_step_compiles_with_the_hook_and_its_backward_gemms_are_seen(mo
     # forward: 2 addmm; backward: grad of input and weight of each linear (mm) -> at least 6 GEMMs seen
     assert p.stats()["gemms_seen"] >= 6 and p.stats()["fallbacks"] == {}
     torch._dynamo.reset()
+
+
+def test_cutlass_choices_are_cut_to_the_best_kernels_in_inductors_preprocessing_step(model_root):
+    from torch._inductor import select_algorithm
+
+    class Caller:
+        def __init__(self, name, description="", size=(4096, 4096)):
+            self.name, self.description, self.layout = name, description, SimpleNamespace(size=list(size))
+
+    def cutlass(tile: str, swizzle: int) -> Caller:
+        desc = f"cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_{tile}_1x1x1_0_tnn_align8_warpspecialized_epi_nosmem"
+        return Caller(f"cutlass_{tile}", f"{desc} swizzle={swizzle}")
+
+    choices = [Caller("mm"), Caller("triton_mm_1", "BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, num_stages=3, num_warps=4")]
+    choices += [cutlass(t, s) for t in ("64x64x64", "128x128x64", "256x128x64") for s in (1, 2, 4, 8)]
+    with predictor.pruning(model_root / "syn-lgbm-all", top_k=2, cutlass_top_k=1, _device=DEVICE) as p:
+        assert hook._preprocess_with_installed in select_algorithm.get_algorithm_selector_cache().preprocessing_fns
+        kept = hook._preprocess_with_installed(choices)
+    # aten and Triton untouched; one CUTLASS kernel left, with all four swizzles (they share its compile)
+    assert kept[:2] == choices[:2] and len(kept) == 6 and len({c.name for c in kept[2:]}) == 1
+    assert p.stats()["cutlass_considered"] == 3 and p.stats()["cutlass_kept"] == 1
+    assert hook._preprocess_with_installed(choices) == choices  # nothing installed: a no-op
+    with predictor.pruning(model_root / "syn-lgbm-all", _device=DEVICE):
+        assert hook._preprocess_with_installed(choices) == choices  # cutlass_top_k=None: untouched
+    with pytest.raises(ValueError, match="cutlass_top_k"):
+        HookSettings(cutlass_top_k=0)
