@@ -7,8 +7,9 @@ every mode with fresh caches and measures: compile (autotune) wall time of the f
 kernel's time under a CUDA graph (warm L2, steady state) and with the L2 flushed before each call (cold),
 and the max relative error against an fp32 matmul. With ``--block`` a transformer block (fwd + bwd,
 12 GEMMs) is compiled the same way and its training-step time measured. Modes: plain, full, hook-k<K>
-(calibrated margin), hook-k<K>-nomargin. Writes results.json, results.md and a PNG of speed vs compile time;
-prints the table. Resumable: finished (gemm, mode) pairs in results.json are skipped.
+(calibrated margin), hook-k<K>-nomargin, and with CUTLASS among the backends (``--cutlass-wheel``):
+full+cutlass (all CUTLASS configs), full+cutlass<N> (Inductor's first N), hook-k<K>+cutlass<N> (the hook
+keeps N). Writes results.json, results.md and a PNG of speed vs compile time; prints the table. Resumable: finished (gemm, mode) pairs in results.json are skipped.
 """
 
 from __future__ import annotations
@@ -157,6 +158,28 @@ def parse_mode(mode: str) -> dict | None:
     return settings
 
 
+def split_cutlass(mode: str) -> tuple[str, dict, int | None]:
+    """``full+cutlass`` / ``full+cutlass4`` / ``hook-k5+cutlass2``: the base mode, Inductor config patches
+    (CUTLASS among the backends; for ``full`` a number is ``cutlass_max_profiling_configs``) and, for a hook
+    mode, the number of CUTLASS kernels it keeps (``install(cutlass_top_k=...)``)."""
+    base, plus, extra = mode.partition("+")
+    if not plus:
+        return mode, {}, None
+    if not extra.startswith("cutlass") or not (extra[7:] == "" or extra[7:].isdigit()):
+        raise ValueError(f"unknown mode {mode!r}: <mode>+cutlass[N]")
+    n = int(extra[7:]) if extra[7:] else None
+    patches = {"max_autotune_gemm_backends": "ATEN,TRITON,CUTLASS"}
+    if base.startswith("hook-k"):
+        if n is None:
+            raise ValueError(f"{mode}: a hook mode needs the CUTLASS kernels to keep, e.g. {base}+cutlass4")
+        return base, patches, n
+    if base == "plain":
+        raise ValueError(f"{mode}: plain torch.compile does not autotune, so CUTLASS does not apply")
+    if n is not None:
+        patches["cutlass.cutlass_max_profiling_configs"] = n
+    return base, patches, None
+
+
 def time_block_step(step, x) -> float:
     """Median fwd+bwd step time in us (warm; autograd is not graph-captured here)."""
     import numpy as np
@@ -183,7 +206,10 @@ def run_mode(g: dict, mode: str, model: str) -> dict:
 
     import predictor
 
-    hook = parse_mode(mode)
+    base, patches, cutlass_top_k = split_cutlass(mode)
+    hook = parse_mode(base)
+    if cutlass_top_k is not None:
+        hook = {**hook, "cutlass_top_k": cutlass_top_k}
     is_block = g["problem_id"] == "block"
     if is_block:
         block, make_step, x, ref = build_block(g)
@@ -196,8 +222,8 @@ def run_mode(g: dict, mode: str, model: str) -> dict:
     torch._dynamo.reset()
     pruner = predictor.install(model=model, **hook) if hook is not None else None
     try:
-        with icfg.patch({"force_disable_caches": True}):
-            compiled = torch.compile(fn, mode=None if mode == "plain" else "max-autotune-no-cudagraphs", dynamic=False)
+        with icfg.patch({"force_disable_caches": True, **patches}):
+            compiled = torch.compile(fn, mode=None if base == "plain" else "max-autotune-no-cudagraphs", dynamic=False)
             start = time.time()
             out = make_step(compiled)(*args) if is_block else compiled(*args)  # block: fwd + bwd compile
             torch.cuda.synchronize()
@@ -283,6 +309,7 @@ def main() -> None:
     ap.add_argument("--modes", default=None, help="comma list overriding plain,full,hook-k<k>...")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--block", action="store_true", help="also a transformer block, fwd + bwd (12 GEMMs)")
+    ap.add_argument("--cutlass-wheel", default=None, help="nvidia_cutlass-*.whl, for the +cutlass modes")
     ap.add_argument("--out", default="docs/benchmarks/latest")
     ap.add_argument("--shard", default="0/1", help="i/n: run every n-th GEMM from the i-th (one process per GPU); "
                     "each GEMM's modes all run on the same GPU, so its speed ratios never compare two GPUs")
@@ -309,7 +336,14 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     modes = args.modes.split(",") if args.modes else ["plain", "full"] + [f"hook-k{k}" for k in args.ks.split(",")]
     for mode in modes:
-        parse_mode(mode)  # fail before any GPU work on a typo
+        parse_mode(split_cutlass(mode)[0])  # fail before any GPU work on a typo
+    if any("+cutlass" in m for m in modes):
+        if not args.cutlass_wheel:
+            raise SystemExit("+cutlass modes need --cutlass-wheel nvidia_cutlass-*.whl")
+        from collectors.cutlass_env import prepare_cutlass_root
+        from torch._inductor import config as icfg
+
+        icfg.cutlass.cutlass_dir = str(prepare_cutlass_root(args.cutlass_wheel))
     gemms = pick_gemms(args.split_model, args.dataset, args.gemms, args.seed) + ([BLOCK] if args.block else [])
     shard, shards = (int(x) for x in args.shard.split("/"))
     gemms = gemms[shard::shards]

@@ -21,6 +21,17 @@ def test_modes():
             compile_bench.parse_mode(bad)
 
 
+def test_cutlass_modes():
+    split = compile_bench.split_cutlass
+    assert split("full") == ("full", {}, None)
+    assert split("full+cutlass") == ("full", {"max_autotune_gemm_backends": "ATEN,TRITON,CUTLASS"}, None)
+    assert split("full+cutlass4")[1]["cutlass.cutlass_max_profiling_configs"] == 4
+    assert split("hook-k5+cutlass2") == ("hook-k5", {"max_autotune_gemm_backends": "ATEN,TRITON,CUTLASS"}, 2)
+    for bad in ("full+cuda", "hook-k5+cutlass", "plain+cutlass", "full+cutlassX"):
+        with pytest.raises(ValueError):
+            split(bad)
+
+
 def test_summary_ratios_and_outputs(tmp_path):
     gemms = [{"problem_id": "a", "op": "mm", "m": 1, "n": 2, "k": 3, "dtype": "float16", "layout_a": "row", "layout_b": "col"},
              {"problem_id": "b", "op": "mm", "m": 4, "n": 5, "k": 6, "dtype": "bfloat16", "layout_a": "row", "layout_b": "row"}]
