@@ -94,7 +94,7 @@ class LGBMRankerModel(_LGBMBase):
     name = "lgbm_rank"
     _sign = 1.0
 
-    # n_estimators 250: chosen by group CV on the training side only (benchmarks/tune_lgbm_cv.py)
+    # n_estimators 250: chosen by group CV on the training side only (benchmarks/tune_cv.py)
     def __init__(self, n_estimators: int = 250, learning_rate: float = 0.1, num_leaves: int = 15, max_depth: int = -1,
                  min_child_samples: int = 20, subsample: float = 1.0, colsample_bytree: float = 1.0,
                  reg_lambda: float = 0.0, seed: int = 0, n_jobs: int = 1, learn_failures: bool = False,
