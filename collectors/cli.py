@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many problems")
     q.add_argument("--ids", default=None, help="file with one problem_id per line: collect exactly these, in order")
     q.add_argument("--shard", default="0/1", help="i/n: this process's share of the problems (one process per GPU)")
+    q.add_argument("--skip-dataset", default=None, help="a dataset file whose problems are already done (skipped)")
     q.add_argument("--backends", default="ATEN,TRITON", help="Inductor's max_autotune_gemm_backends, e.g. ATEN,TRITON,CUTLASS")
     q.add_argument("--cutlass-wheel", default=None, help="nvidia_cutlass-*.whl to build the CUTLASS root from")
     q.add_argument("--cutlass-max-configs", type=int, default=None,
@@ -57,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                 ids = [line.strip() for line in handle if line.strip()]
         n = run_inductor_collection(args.corpus, args.out, query=args.filter, limit=args.limit, sample=args.sample,
                                     ids=ids, shard=args.shard, backends=args.backends,
-                                    cutlass_wheel=args.cutlass_wheel, cutlass_max_configs=args.cutlass_max_configs)
+                                    cutlass_wheel=args.cutlass_wheel, cutlass_max_configs=args.cutlass_max_configs,
+                                    skip_dataset=args.skip_dataset)
         print(json.dumps({"problems": n}))
         return 0
 

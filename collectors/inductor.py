@@ -144,7 +144,7 @@ def collect_inductor(problems: Any, out: str, gpu_name: str, cc: str, metadata: 
 def run_inductor_collection(corpus: str, out: str, query: str | None = None, limit: int | None = None,
                             sample: int | None = None, seed: int = 0, ids: list[str] | None = None,
                             shard: str = "0/1", backends: str = "ATEN,TRITON", cutlass_wheel: str | None = None,
-                            cutlass_max_configs: int | None = None) -> int:
+                            cutlass_max_configs: int | None = None, skip_dataset: str | None = None) -> int:
     """CLI entry: choose problems from the corpus and autotune them with Inductor (device metadata as bulk)."""
     import torch
     import triton
@@ -180,6 +180,10 @@ def run_inductor_collection(corpus: str, out: str, query: str | None = None, lim
             raise ValueError(f"--ids: {len(unknown)} ids are not in {corpus} (first: {unknown[0]})")
         pending = set(problems.problem_id)
         problems = problems.set_index("problem_id", drop=False).loc[[i for i in ids if i in pending]]
+    if skip_dataset:  # problems an earlier run already committed (e.g. datasets/<gpu>/inductor.parquet)
+        from predictor.schema import read_dataset
+
+        problems = problems[~problems["problem_id"].isin(set(read_dataset(skip_dataset, columns=["problem_id"]).problem_id))]
     if sample is not None and sample < len(problems):
         problems = problems.sample(n=sample, random_state=seed)
     Path(out).mkdir(parents=True, exist_ok=True)
