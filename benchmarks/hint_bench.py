@@ -101,19 +101,20 @@ def write_outputs(results: dict, out: Path, device: str) -> str:
     """results[family][mode] = run_mode(...) (JSON keys are strings). Table + plot; returns the markdown."""
     import numpy as np
 
+    # JSON turns the runtime sizes into strings: back to ints once, here
+    results = {fam: {mode: {**r, "warm_us": {int(m): t for m, t in r["warm_us"].items()}} for mode, r in modes.items()}
+               for fam, modes in results.items()}
     lines = [f"GPU: {device}", "",
              "| family | mode | hints | kernels | compile s | geomean vs best mode per M | worst vs best | vs plain (geomean) |",
              "|---|---|---|---|---|---|---|---|"]
     for fam, modes in results.items():
-        sizes = sorted({int(m) for r in modes.values() for m in r["warm_us"]})
-        best = {m: min(r["warm_us"][str(m)] if str(m) in r["warm_us"] else r["warm_us"][m] for r in modes.values())
-                for m in sizes}
-        get = lambda r, m: r["warm_us"].get(str(m), r["warm_us"].get(m))
+        sizes = sorted({m for r in modes.values() for m in r["warm_us"]})
+        best = {m: min(r["warm_us"][m] for r in modes.values()) for m in sizes}
         for mode, r in modes.items():
-            frac = np.array([best[m] / get(r, m) for m in sizes])
+            frac = np.array([best[m] / r["warm_us"][m] for m in sizes])
             plain = modes.get("plain")
-            vs_plain = (float(np.exp(np.mean(np.log([get(plain, m) / get(r, m) for m in sizes])))) if plain
-                        else float("nan"))
+            vs_plain = (float(np.exp(np.mean(np.log([plain["warm_us"][m] / r["warm_us"][m] for m in sizes]))))
+                        if plain else float("nan"))
             lines.append(f"| {fam} | {mode} | {r['hints']} | {r['kernels']} | {r['compile_s']:.1f} | "
                          f"{float(np.exp(np.mean(np.log(frac)))):.3f} | {frac.min():.3f} | {vs_plain:.3f} |")
     text = "\n".join(lines)
@@ -127,11 +128,10 @@ def write_outputs(results: dict, out: Path, device: str) -> str:
         fig, axes = plt.subplots(1, len(results), figsize=(3.4 * len(results), 3.2), dpi=110, squeeze=False,
                                  sharey=True)
         for ax, (fam, modes) in zip(axes[0], results.items()):
-            sizes = sorted({int(m) for r in modes.values() for m in r["warm_us"]})
-            get = lambda r, m: r["warm_us"].get(str(m), r["warm_us"].get(m))
-            best = [min(get(r, m) for r in modes.values()) for m in sizes]
+            sizes = sorted({m for r in modes.values() for m in r["warm_us"]})
+            best = [min(r["warm_us"][m] for r in modes.values()) for m in sizes]
             for mode, r in modes.items():
-                ax.plot(sizes, [b / get(r, m) for b, m in zip(best, sizes)], "o-", ms=3, label=f"{mode} {r['hints']}")
+                ax.plot(sizes, [b / r["warm_us"][m] for b, m in zip(best, sizes)], "o-", ms=3, label=f"{mode} {r['hints']}")
             ax.set_xscale("log", base=2)
             ax.set_title(fam, fontsize=8)
             ax.set_xlabel("runtime M")

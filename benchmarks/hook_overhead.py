@@ -21,7 +21,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-UIDS = {"triton_mm": "triton::mm", "triton_tma": "triton::mm_persistent_tma", "decompose_k": "decompose_k"}
 PROBLEMS = [("mm", 333, 1111, 2222, "float16"), ("mm", 4096, 4096, 4096, "bfloat16"), ("mm", 512, 768, 3072, "float16"),
             ("mm", 32, 28672, 4096, "bfloat16")]
 
@@ -46,18 +45,12 @@ def _inputs(m: int, n: int, k: int, dtype):
 
 
 def _choices(problem, space: str, device) -> list:
+    from predictor.candidate import to_template_kwargs
     from predictor.spaces import enumerate_space
 
     out = []
     for c in enumerate_space(problem, space, device, tma=True):
-        if c.family == "aten":
-            kw, uid = {}, f"aten::{c.aten_op}"
-        elif c.family == "decompose_k":
-            kw, uid = {"k_split": c.k_split}, "decompose_k"
-        else:
-            kw = {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "num_stages": c.num_stages,
-                  "num_warps": c.num_warps, "GROUP_M": c.group_m, "EVEN_K": True, "hint_override": None}
-            uid = UIDS[c.family]
+        uid, kw = to_template_kwargs(c)
         out.append(SimpleNamespace(template=SimpleNamespace(uid=uid), params=SimpleNamespace(to_kwargs=lambda kw=kw: kw)))
     return out
 

@@ -106,6 +106,20 @@ def from_template_kwargs(template_uid: str, kwargs: dict[str, Any]) -> Candidate
     )
 
 
+def to_template_kwargs(c: Candidate, hint: int | None = None) -> tuple[str, dict[str, Any]]:
+    """The inverse of ``from_template_kwargs``: the template uid and ``params.to_kwargs()`` Inductor builds for
+    ``c`` (what the hook reads; benchmarks and tests make Inductor-like stand-ins from it)."""
+    if c.family == "aten":
+        return f"aten::{c.aten_op}", {}
+    if c.family == "decompose_k":
+        return "decompose_k", {"k_split": c.k_split}
+    if c.family not in ("triton_mm", "triton_tma"):
+        raise ValueError(f"{c.key}: no Inductor template reaches _finalize_template_configs for {c.family}")
+    uid = "triton::mm" if c.family == "triton_mm" else "triton::mm_persistent_tma"
+    return uid, {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "num_stages": c.num_stages,
+                 "num_warps": c.num_warps, "GROUP_M": c.group_m, "EVEN_K": True, "hint_override": hint}
+
+
 _DESC_FIELD = re.compile(r"(\w+)=([^,]+)")
 _DECOMPOSE_NAME = re.compile(r"decompose_k_mm_(\d+)_split")
 

@@ -365,27 +365,23 @@ class GemmPruner:
         know better. Only choices this pruner scored (matched by candidate key set) and that benchmarked to a
         finite time are considered; anything unexpected keeps Inductor's pick."""
         gap = self.settings.override_gap
-        if gap is None or len(timings) < 2:
+        if gap is None or len(timings) < 2 or best_choice not in timings:
             return best_choice
-        keyed = {}
-        for choice, t in timings.items():
-            if not math.isfinite(float(t)):
-                continue
-            keyed[from_choice_caller(getattr(choice, "name", ""), getattr(choice, "description", "")).key] = choice
+        key_of = {c: from_choice_caller(getattr(c, "name", ""), getattr(c, "description", "")).key for c in timings}
         with self._lock:
-            scores = self._recent.get(frozenset(
-                from_choice_caller(getattr(c, "name", ""), getattr(c, "description", "")).key for c in timings))
-        if scores is None or best_choice not in timings:
+            scores = self._recent.get(frozenset(key_of.values()))
+        if scores is None:
             return best_choice
-        best_key = from_choice_caller(getattr(best_choice, "name", ""), getattr(best_choice, "description", "")).key
-        favourite = max(keyed, key=lambda key: scores[key])
-        if favourite == best_key or scores[favourite] - scores[best_key] <= gap:
+        finite = [c for c, t in timings.items() if math.isfinite(float(t))]
+        favourite = max(finite, key=lambda c: scores[key_of[c]])
+        best_key, favourite_key = key_of[best_choice], key_of[favourite]
+        if favourite_key == best_key or scores[favourite_key] - scores[best_key] <= gap:
             return best_choice
         with self._lock:
             self._stats["overridden"] += 1
         log.debug("gemm-predictor: benchmark picked %s (%.3g), using the model's %s (%.3g)", best_key,
-                  scores[best_key], favourite, scores[favourite])
-        return keyed[favourite]
+                  scores[best_key], favourite_key, scores[favourite_key])
+        return favourite
 
     def preprocess(self, choices: list[Any]) -> list[Any]:
         """Inductor's preprocessing step over the whole ChoiceCaller list (CUTLASS choices never pass through
@@ -475,7 +471,8 @@ class GemmPruner:
         groups: dict[int | None, list[int]] = {}
         for i, hint in enumerate(hints):
             groups.setdefault(hint, []).append(i)
-        choosing_hints = s.hints == "predict" and any(h is not None for h in groups)
+        hinted = any(h is not None for h in groups)
+        choosing_hints = hinted and s.hints == "predict"
         if all(len(members) <= s.top_k for members in groups.values()) and not choosing_hints:
             return choices  # nothing to prune: skip the problem and the model
 
@@ -491,11 +488,10 @@ class GemmPruner:
         if scores.shape != (len(choices),) or not np.isfinite(scores).all():
             raise ValueError(f"the ranker returned {scores.shape} scores, not {len(choices)} finite ones")
 
-        hinted = any(h is not None for h in groups)
         # Inductor's scheduler needs a Triton kernel for every hint in config.multi_kernel_hints (it takes the
         # min over each hint group's Triton timings), so a hint not worth autotuning keeps its favourite alone
         # rather than nothing
-        predicted = self._predicted_hints(problem, cands, scores, groups) if hinted and s.hints == "predict" else None
+        predicted = self._predicted_hints(problem, cands, scores, groups) if choosing_hints else None
 
         margin = self.margin
         kept: list[np.ndarray] = []

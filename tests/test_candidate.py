@@ -6,7 +6,7 @@ import zipfile
 import pytest
 
 from collectors.cutlass_env import prepare_cutlass_root
-from predictor.candidate import Candidate, from_choice_caller, from_template_kwargs, parse_key
+from predictor.candidate import Candidate, from_choice_caller, from_template_kwargs, parse_key, to_template_kwargs
 
 TRITON_DESC = ("ACC_TYPE='tl.float32', ALLOW_TF32=False, BLOCK_K=64, BLOCK_M=128, BLOCK_N=128, EVEN_K=True, "
                "GROUP_M=8, USE_FAST_ACCUM=False, num_stages=5, num_warps=8")
@@ -47,6 +47,11 @@ def test_template_kwargs_map_to_candidates():
     assert from_template_kwargs("aten::_int_mm", {}).key == "aten/_int_mm"
     with pytest.raises(ValueError, match="unknown Inductor template"):
         from_template_kwargs("cutlass::gemm", kw)
+    for c in (Candidate("triton_mm", 64, 128, 32, 3, 4, 8), Candidate("triton_tma", 128, 128, 64, 3, 8, 8),
+              Candidate("decompose_k", k_split=4), Candidate("aten", aten_op="mm")):
+        assert from_template_kwargs(*to_template_kwargs(c)) == c  # the two mappings are inverses
+    with pytest.raises(ValueError, match="no Inductor template"):
+        to_template_kwargs(from_choice_caller("cutlass_1", CUTLASS_DESC))
 
 
 def test_cutlass_root_is_built_from_the_wheel_layout(tmp_path, monkeypatch):

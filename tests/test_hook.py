@@ -22,6 +22,7 @@ from synthetic import METADATA, synthetic_dataset
 import predictor
 from predictor import hook
 from predictor.artifacts import LGBM_FILE, save_model
+from predictor.candidate import to_template_kwargs
 from predictor.device import DeviceInfo
 from predictor.hook import GemmPruner, HookSettings, find_model, problem_from_inputs
 from predictor.problem import Problem
@@ -73,9 +74,6 @@ def mm_inputs(m: int, n: int, k: int, dtype=torch.float16) -> FakeInputs:
     return FakeInputs(FakeNode((m, k), (k, 1), dtype), FakeNode((k, n), (n, 1), dtype))
 
 
-UIDS = {"triton_mm": "triton::mm", "triton_tma": "triton::mm_persistent_tma", "decompose_k": "decompose_k"}
-
-
 def ktc(uid: str, **kwargs):
     return SimpleNamespace(template=SimpleNamespace(uid=uid), params=SimpleNamespace(to_kwargs=lambda: dict(kwargs)))
 
@@ -84,14 +82,8 @@ def fake_choices(problem: Problem, hint: int | None = None) -> list:
     """Inductor-like KernelTemplateChoices for the space ``predictor.spaces`` reproduces."""
     out = []
     for c in enumerate_space(problem, "default", DEVICE, hint=hint):
-        if c.family == "aten":
-            out.append(ktc(f"aten::{c.aten_op}"))
-        elif c.family == "decompose_k":
-            out.append(ktc("decompose_k", k_split=c.k_split))
-        else:
-            out.append(ktc(UIDS[c.family], BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_K=c.block_k,
-                           num_stages=c.num_stages, num_warps=c.num_warps, GROUP_M=c.group_m, EVEN_K=True,
-                           hint_override=hint))
+        uid, kwargs = to_template_kwargs(c, hint)
+        out.append(ktc(uid, **kwargs))
     return out
 
 
