@@ -11,6 +11,8 @@ import json
 import logging
 import os
 import shutil
+import signal
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -197,8 +199,14 @@ def _status_of(exc: BaseException) -> str:
 
 
 def measure_problem(p: Problem, candidates: list[Candidate], device: Any, flush: Any, num_sms: int,
-                    reps: int, seed: int) -> list[dict]:
-    """Warm up + check every candidate, then time the correct ones round-robin. One dict per candidate."""
+                    reps: int, seed: int, screen: float | None = None) -> list[dict]:
+    """Warm up + check every candidate, then time the correct ones round-robin. One dict per candidate.
+
+    ``screen``: time every correct candidate once (warm, L2 flushed) and give the full ``reps`` only to those
+    within ``screen`` x the fastest; the others keep that single measurement (``reps`` = 1). Exhaustive spaces
+    hold ~2400 configs per problem, most several times slower than the best, and their repeated launches were
+    most of the GPU time; a 3x-slower config is never in anyone's top-k, so one sample is label enough for it.
+    """
     import torch
 
     from .runners import REL_TOLERANCE, make_operands, make_runner, relative_error
@@ -220,13 +228,21 @@ def measure_problem(p: Problem, candidates: list[Candidate], device: Any, flush:
                 rec["status"] = "wrong_result"
                 log.warning("%s %s: wrong result (relative error %.3g)", p.problem_id, c.key, err)
             else:
-                run()  # second warm-up run, so first-launch costs stay out of the timing
+                if screen is None:
+                    run()  # second warm-up run, so first-launch costs stay out of the timing (screening is one)
                 good.append((i, run))
         except Exception as exc:
             rec["status"] = _status_of(exc)
             log.debug("%s %s: %s", p.problem_id, c.key, exc)
             torch.cuda.synchronize()
         results.append(rec)
+    if good and screen is not None:
+        first = time_round_robin([run for _, run in good], flush, reps=1)[0][:, 0]
+        cutoff = screen * float(first.min())
+        for (i, _), t in zip(good, first):
+            if t > cutoff:
+                results[i].update(time_us=float(t), time_us_iqr=np.nan, reps=1)
+        good = [g for g, t in zip(good, first) if t <= cutoff]
     if good:
         times, method = time_round_robin([run for _, run in good], flush, reps=reps)
         med, iqr = summarise(times)
@@ -270,7 +286,8 @@ def collect_loop(todo: pd.DataFrame, candidates_of: Any, measure: Any, writer: P
 
 def collect_worker(corpus: str, out: str, space: str, shard: Shard, gpu: int, reps: int, limit: int | None,
                    tma: bool, seed: int, position: int = 0, query: str | None = None,
-                   order: list[str] | None = None, compiler: BackgroundCompiler | None = None) -> dict:
+                   order: list[str] | None = None, compiler: BackgroundCompiler | None = None,
+                   screen: float | None = None) -> dict:
     """Collect one shard on one GPU; returns throughput figures."""
     import torch
     import triton
@@ -311,7 +328,7 @@ def collect_worker(corpus: str, out: str, space: str, shard: Shard, gpu: int, re
 
     def measure(p: Problem, cands: list[Candidate]) -> list[dict] | None:
         try:
-            return measure_problem(p, cands, dev, flush, num_sms, reps, seed)
+            return measure_problem(p, cands, dev, flush, num_sms, reps, seed, screen)
         except RuntimeError as exc:
             # one problem that cannot even be set up must not stop a long run, unless the CUDA context is broken
             torch.cuda.synchronize()  # raises again on a sticky error (illegal address...), ending the run
@@ -379,7 +396,7 @@ def prepare_run(corpus: str, out: str, space: str, tma: bool, reps: int) -> dict
 
 def collect(corpus: str, out: str, space: str = "default", shard: str = "0/1", gpus: str = "0", reps: int = 10,
             limit: int | None = None, tma: bool = True, seed: int = 0, precompile_workers: int | None = None,
-            query: str | None = None, resume_from: str | None = None) -> list[dict]:
+            query: str | None = None, resume_from: str | None = None, screen: float | None = None) -> list[dict]:
     import torch
 
     from predictor.spaces import enumerate_space
@@ -411,17 +428,26 @@ def collect(corpus: str, out: str, space: str = "default", shard: str = "0/1", g
     compiler = BackgroundCompiler(ordered_keys, workers, device_info.sm_count)
     try:
         if len(gpu_ids) == 1:
-            return [collect_worker(corpus, out, space, base, gpu_ids[0], reps, limit, tma, seed, 0, query, order, compiler)]
+            return [collect_worker(corpus, out, space, base, gpu_ids[0], reps, limit, tma, seed, 0, query, order, compiler,
+                                   screen)]
         # several GPUs: compile everything first (worker processes cannot share the futures), then one process
         # per GPU, each taking its sub-shard of the base shard in the same cheap-first order
         compiler.wait(ordered_keys)
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")
+        # on SIGTERM (`timeout`) the workers must write their finished problems before this process returns,
+        # else a script that merges right after finds nothing: stop them and wait for their final flush
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
         with ProcessPoolExecutor(max_workers=len(gpu_ids), mp_context=ctx) as pool:
             futures = [pool.submit(collect_worker, corpus, out, space,
                                    Shard(base.index + base.count * j, base.count * len(gpu_ids)), g, reps, limit, tma,
-                                   seed, j, query, order) for j, g in enumerate(gpu_ids)]
-            return [f.result() for f in futures]
+                                   seed, j, query, order, None, screen) for j, g in enumerate(gpu_ids)]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                for child in mp.active_children():
+                    child.terminate()  # SIGTERM: the worker's handler flushes its part, then exits
+                raise
     finally:
         compiler.close()

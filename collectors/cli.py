@@ -23,13 +23,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=None, help="precompile processes (default: cores - 2)")
     p.add_argument("--resume-from", default=None,
                    help="a committed dataset file of this GPU to continue (its problems are skipped, metadata kept)")
+    p.add_argument("--screen", type=float, default=None,
+                   help="give the full --reps only to candidates within this factor of the fastest single launch "
+                        "(the rest keep that one sample, reps=1); default 3 for --space exhaustive, off (0) otherwise")
 
     def run(args: argparse.Namespace) -> int:
         from .bulk import collect
 
+        screen = args.screen if args.screen is not None else (3.0 if args.space == "exhaustive" else 0.0)
+        if screen and screen < 1.5:
+            raise SystemExit(f"--screen {screen}: must be 0 (off) or >= 1.5 (else near-best candidates lose reps)")
+
         stats = collect(args.corpus, args.out, space=args.space, shard=args.shard, gpus=args.gpus, reps=args.reps,
                         limit=args.limit, tma=not args.no_tma, precompile_workers=args.workers, query=args.filter,
-                        resume_from=args.resume_from)
+                        resume_from=args.resume_from, screen=screen or None)
         print(json.dumps(stats))
         return 0
 

@@ -20,12 +20,14 @@ log = logging.getLogger(__name__)
 
 
 class PartWriter:
-    def __init__(self, folder: str | Path, prefix: str, metadata: dict[str, Any], every: int = 25) -> None:
+    def __init__(self, folder: str | Path, prefix: str, metadata: dict[str, Any], every: int = 25,
+                 every_rows: int = 20_000) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.prefix = prefix
         self.metadata = metadata
         self.every = every
+        self.every_rows = every_rows  # exhaustive problems carry ~2400 rows each: flush by size as well
         self._rows: list[dict] = []
         self._problems = 0
         existing = sorted(self.folder.glob(f"{prefix}-*.parquet"))
@@ -34,7 +36,7 @@ class PartWriter:
     def add_problem(self, rows: list[dict]) -> None:
         self._rows.extend(rows)
         self._problems += 1
-        if self._problems >= self.every:
+        if self._problems >= self.every or len(self._rows) >= self.every_rows:
             self.flush()
 
     def flush(self) -> None:

@@ -29,7 +29,9 @@ def _ks(text: str) -> tuple[int, ...]:
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a ranker on a dataset and save a model folder")
-    p.add_argument("--dataset", default=DEFAULT_DATASET)
+    p.add_argument("--dataset", default=[DEFAULT_DATASET], nargs="+",
+                   help="one dataset, or several of one GPU (with --space exhaustive: exhaustive rows where a problem "
+                        "has them, else its default rows)")
     p.add_argument("--ranker", default="lgbm")
     p.add_argument("--out", required=True, help="model folder, e.g. models/<name>")
     p.add_argument("--space", default="default", choices=("default", "exhaustive"))

@@ -107,12 +107,31 @@ def _dataset_summary(path: Path, rows: pd.DataFrame, meta: dict[str, Any]) -> di
     }
 
 
-def load_training_rows(dataset: str | Path, space: str = "default") -> tuple[pd.DataFrame, DeviceInfo, dict[str, Any]]:
-    """Read a dataset, keep the requested space, and build the device it was measured on."""
-    rows = read_dataset(dataset)
-    meta = rows.attrs.get("metadata", {})
+def load_training_rows(dataset: str | Path | list, space: str = "default") -> tuple[pd.DataFrame, DeviceInfo, dict[str, Any]]:
+    """Read a dataset (or several, of one GPU), keep the requested space, and build the device it was measured on.
+
+    Several datasets with a larger ``space`` than ``default``: a problem measured in that space keeps those
+    rows; a problem measured only in the default space keeps its default rows. The default list is a subset
+    of the exhaustive one, so those rows are true (partial) labels of the same question, and they carry the
+    dtypes, layouts and ops the smaller exhaustive collection lacks."""
+    paths = [dataset] if isinstance(dataset, (str, Path)) else list(dataset)
+    frames = [read_dataset(p) for p in paths]
+    meta = frames[0].attrs.get("metadata", {})
     device = DeviceInfo.from_metadata(meta)
-    return _select_space(rows, space), device, meta
+    for path, frame in zip(paths[1:], frames[1:]):
+        other = frame.attrs.get("metadata", {}).get("gpu")
+        if other != meta.get("gpu"):
+            raise ValueError(f"{path}: measured on {other!r}, but {paths[0]} on {meta.get('gpu')!r}; train per GPU")
+    if len(frames) == 1:
+        return _select_space(frames[0], space), device, meta
+    rows = pd.concat([f.assign(space=f["space"] if "space" in f else f.attrs.get("metadata", {}).get("space", "default"))
+                      for f in frames], ignore_index=True)
+    in_space = set(rows.loc[rows["space"].astype(str) == space, "problem_id"])
+    if not in_space:
+        raise ValueError(f"none of {', '.join(map(str, paths))} holds rows of space {space!r}")
+    own = rows["space"].astype(str) == space
+    fallback = (rows["space"].astype(str) == "default") & ~rows["problem_id"].isin(in_space)
+    return rows[own | fallback].reset_index(drop=True), device, meta
 
 
 def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = None, seed: int = 0,
@@ -123,7 +142,7 @@ def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = No
     Held-out metrics always come from the fit on the training split. With ``refit_all`` the saved model is
     then refit on every row (train + held-out) with the same hyper-parameters and seed, which is what
     to ship once the hyper-parameters are chosen; the metadata records which one was saved."""
-    dataset = Path(dataset)
+    datasets = [Path(dataset)] if isinstance(dataset, (str, Path)) else [Path(d) for d in dataset]
     out = Path(out) if out is not None else Path("models") / ranker
     params = dict(params or {})
     if _takes_seed(ranker) and "seed" not in params:
@@ -132,8 +151,8 @@ def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = No
     steps = tqdm(total=5 if refit_all else 4, desc=f"train {ranker}", unit="step", disable=not progress)
 
     steps.set_postfix_str("read")
-    rows, device, meta = load_training_rows(dataset, space)
-    log.info("%s: %d rows, %d problems, space %s, device %s", dataset, len(rows), rows["problem_id"].nunique(), space, device.gpu)
+    rows, device, meta = load_training_rows(datasets, space)
+    log.info("%s: %d rows, %d problems, space %s, device %s", ", ".join(map(str, datasets)), len(rows), rows["problem_id"].nunique(), space, device.gpu)
     train_rows, test_rows = split_by_group(rows, test_fraction=test_fraction, seed=seed)
     log.info("split (seed %d): %d train / %d held-out problems", seed, train_rows["problem_id"].nunique(),
              test_rows["problem_id"].nunique())
@@ -144,16 +163,21 @@ def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = No
     steps.update()
 
     steps.set_postfix_str("evaluate")
-    heldout = {model.name: evaluate_ranker(model, test_rows, device)}
+    eval_train, eval_test = train_rows, test_rows
+    if "space" in rows.columns and space != "default":
+        # the metrics are about the space asked for: problems that fell back to default rows only train
+        eval_test = test_rows[test_rows["space"].astype(str) == space]
+        eval_train = train_rows[train_rows["space"].astype(str) == space]
+    heldout = {model.name: evaluate_ranker(model, eval_test, device)}
     for name in _baselines(rows):
-        heldout[name] = evaluate_ranker(make_ranker(name), test_rows, device)
-    training = evaluate_ranker(model, train_rows, device)
+        heldout[name] = evaluate_ranker(make_ranker(name), eval_test, device)
+    training = evaluate_ranker(model, eval_train, device)
     steps.update()
     log.info("held-out oracle@1 %.3f (train %.3f), oracle@5 %.3f; baselines: %s", heldout[model.name]["oracle@1"],
              training["oracle@1"], heldout[model.name]["oracle@5"],
              ", ".join(f"{n} {m['oracle@1']:.3f}" for n, m in heldout.items() if n != model.name))
 
-    pruning = calibrate_margin(model, test_rows, device)
+    pruning = calibrate_margin(model, eval_test, device)
     log.info("pruning margin %s: held-out oracle %.3f with %.2f choices kept on average (%.0f%% single)",
              pruning["margin"], pruning["chosen"]["oracle"], pruning["chosen"]["kept_mean"],
              100 * pruning["chosen"]["single"])
@@ -175,11 +199,13 @@ def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = No
         "test_fraction": test_fraction,
         "dataset_sha256": None,
         "refit_all": refit_all,
-        "dataset": _dataset_summary(dataset, rows, meta),
+        "dataset": _dataset_summary(datasets[0], rows, meta),
+        "datasets": [{"path": str(d), "sha256": file_sha256(d)} for d in datasets],
         "split": {
             "method": "predictor.split.split_by_group", "seed": seed, "test_fraction": test_fraction,
             "train_problems": int(train_rows["problem_id"].nunique()),
             "test_problems": int(test_rows["problem_id"].nunique()),
+            "scored_test_problems": int(eval_test["problem_id"].nunique()),
             "test_groups": sorted(map(str, groups_of(test_rows).unique())),
         },
         "fitted_on": "all rows" if refit_all else "training split",
