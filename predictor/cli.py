@@ -38,12 +38,16 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--test-fraction", type=float, default=0.25)
     p.add_argument("--refit-all", action="store_true", help="after measuring on the split, refit on all rows")
+    p.add_argument("--learn-failures", action="store_true",
+                   help="lgbm: also learn from failed rows (as the slowest); the exhaustive space offers many configs "
+                        "that fail to launch (shared memory / registers), which an ok-only model may rank first")
 
     def run(args: argparse.Namespace) -> int:
         from .train import train
 
         result = train(args.dataset, args.ranker, args.out, seed=args.seed, space=args.space,
-                       test_fraction=args.test_fraction, refit_all=args.refit_all)
+                       test_fraction=args.test_fraction, refit_all=args.refit_all,
+                       params={"learn_failures": True} if args.learn_failures else None)
         _print_metrics(result.get("metrics", result))
         return 0
 
