@@ -117,6 +117,10 @@ def evaluate_hint_choice(rows: pd.DataFrame, ranker: Any, device: DeviceInfo, gr
     """Per M-sweep family in ``rows`` (labelled bulk rows): fixed list vs predicted hints vs the best single
     hint in hindsight, each as geomean / worst fraction of the per-M oracle over the sweep's sizes."""
     sweeps = rows[rows["family_tag"].astype(str).str.startswith("msweep")]
+    # a hint's kernel is a compiled template: Inductor's multi-kernel picks among the hints' Triton kernels at run
+    # time, never cuBLAS, so aten is neither a hint's kernel nor part of the oracle here (with aten in, one hint
+    # whose "kernel" was cuBLAS looked perfect offline; on the GPU that hint compiled a Triton kernel, 0.33x)
+    sweeps = sweeps[sweeps["family"].astype(str) != "aten"]
     out = []
     for key, sub in sweeps.groupby(SWEEP_FAMILY, sort=True):
         times = sub[sub["status"] == "ok"].pivot_table(index="m", columns="candidate", values="time_us")
@@ -179,7 +183,8 @@ def suggest_hints(gemms: Sequence[Problem], model: str | None = None, device: De
         kernel_at = {}
         for h in grid:
             at_h = replace(gemm, m=int(h))
-            cands = enumerate_space(at_h, meta.get("space", "default"), device)
+            # the hint's kernel is a Triton template (multi-kernel never dispatches to cuBLAS)
+            cands = [c for c in enumerate_space(at_h, meta.get("space", "default"), device) if c.family != "aten"]
             records = [{**at_h.to_dict(), **c.to_dict()} for c in cands]
             scores = ranker.score(pd.DataFrame(records), rank_device)
             kernel_at[h] = cands[int(np.argmax(scores))]

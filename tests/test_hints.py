@@ -92,3 +92,20 @@ def test_suggest_hints_with_the_shipped_model():
     assert suggest_hints(gemms, model=str(shipped), device=h200) == sorted(set(each[0]) | set(each[1]))
     with pytest.raises(RuntimeError, match="no CUDA device"):
         suggest_hints(gemms)  # CPU: nothing to rank for
+
+
+def test_cublas_is_never_a_hints_kernel_nor_its_oracle():
+    """Multi-kernel dispatches among the hints' Triton kernels only: a sweep where cuBLAS wins every size must
+    still ask which Triton kernels to compile (it once looked like 'one hint is perfect', 0.33x on the GPU)."""
+    small, large, aten = "triton_mm/32x64x32/s4/w4/g8", "triton_mm/128x128x64/s3/w8/g8", "aten/mm"
+    sizes = [1, 16, 32, 64, 128, 256, 1024, 4096, 16384]
+    table, rows = {}, []
+    for m in sizes:
+        t_small, t_large = (1.0, 2.0) if m < 256 else (4.0 * m / 256, 1.0 * m / 256)
+        for key, t in ((small, t_small), (large, t_large), (aten, 0.5 * min(t_small, t_large))):
+            table[(m, key)] = t
+            rows.append({**Problem("mm", m, 4096, 4096, "float16").to_dict(), **parse_key(key).to_dict(),
+                         "candidate": key, "time_us": t, "status": "ok", "family_tag": "msweep:4096x4096"})
+    row = evaluate_hint_choice(pd.DataFrame(rows), TableRanker(table), DEVICE).iloc[0]
+    assert row["winners"] == 2  # the two Triton kernels; cuBLAS, 2x faster everywhere, is not counted
+    assert len(row["predicted hints"]) == 2 and row["predicted geomean"] == 1.0

@@ -1,0 +1,53 @@
+"""Training an exhaustive-space model from two datasets: exhaustive rows where a problem has them, else default."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from predictor.schema import write_dataset
+from predictor.train import load_training_rows, train
+
+sys.path.insert(0, str(Path(__file__).parent))
+from synthetic import METADATA, synthetic_dataset  # noqa: E402
+
+
+@pytest.fixture
+def two_datasets(tmp_path):
+    rows = synthetic_dataset(n_problems=40, groups=4)
+    default = rows.assign(space="default")
+    some = sorted(rows["problem_id"].unique())[:12]
+    # the 'exhaustive' rows of 12 problems: the same candidates measured again, 10% slower, so we can tell them apart
+    exhaustive = rows[rows["problem_id"].isin(some)].assign(space="exhaustive")
+    exhaustive["time_us"] = exhaustive["time_us"] * 1.1
+    d, e = tmp_path / "default.parquet", tmp_path / "exhaustive.parquet"
+    write_dataset(default, d, {**METADATA, "space": "default"})
+    write_dataset(exhaustive, e, {**METADATA, "space": "exhaustive"})
+    return d, e, set(some), rows
+
+
+def test_problems_keep_their_exhaustive_rows_and_the_rest_fall_back_to_default(two_datasets):
+    d, e, some, rows = two_datasets
+    got, device, _ = load_training_rows([d, e], "exhaustive")
+    assert set(got["problem_id"]) == set(rows["problem_id"])  # no problem lost, none doubled below
+    assert set(got.loc[got["space"] == "exhaustive", "problem_id"]) == some
+    assert not set(got.loc[got["space"] == "default", "problem_id"]) & some
+    assert len(got) == len(rows)
+    assert device.gpu == METADATA["gpu"]
+
+
+def test_datasets_of_two_gpus_are_refused(two_datasets, tmp_path):
+    d, e, _, rows = two_datasets
+    other = tmp_path / "other.parquet"
+    write_dataset(rows.assign(space="exhaustive", gpu="NVIDIA H100"), other, {**METADATA, "gpu": "NVIDIA H100", "space": "exhaustive"})
+    with pytest.raises(ValueError, match="other.parquet: measured on 'NVIDIA H100'"):
+        load_training_rows([d, other], "exhaustive")
+
+
+def test_exhaustive_model_is_scored_only_on_exhaustive_problems(two_datasets, tmp_path):
+    d, e, some, _ = two_datasets
+    meta = train([d, e], "tree", tmp_path / "m", space="exhaustive", progress=False)
+    assert meta["space"] == "exhaustive"
+    assert [x["path"] for x in meta["datasets"]] == [str(d), str(e)]
+    assert meta["split"]["scored_test_problems"] <= len(some)
+    assert meta["split"]["scored_test_problems"] < meta["split"]["test_problems"]
