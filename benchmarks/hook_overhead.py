@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PROBLEMS = [("mm", 333, 1111, 2222, "float16"), ("mm", 4096, 4096, 4096, "bfloat16"), ("mm", 512, 768, 3072, "float16"),
-            ("mm", 32, 28672, 4096, "bfloat16")]
+            ("mm", 32, 28672, 4096, "bfloat16"), ("mm", 2048, 16384, 3000, "bfloat16")]
 
 
 class _Node:
