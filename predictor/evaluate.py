@@ -650,11 +650,12 @@ def run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: str | Pa
 
     ``compare_models`` entries are model folders (loaded like the main model) or registry ranker
     names (fitted on the training side of the same split). The split is the model's own:
-    ``split_by_group(rows, test_fraction, split_seed)`` from its metadata (defaults 0.25 and 0).
+    ``split_by_group(rows, test_fraction, split_seed)`` from its metadata (defaults 0.25 and 0), or exactly the
+    ``split.test_groups`` its metadata records.
     Returns the ``metrics.json`` document.
     """
     from .schema import DatasetError, file_sha256, read_dataset
-    from .split import split_by_group
+    from .split import groups_of, split_by_group
 
     ks = _check_ks(ks)
     if split not in ("test", "all"):
@@ -680,7 +681,13 @@ def run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: str | Pa
 
     seed = int(meta.get("split_seed", 0))
     test_fraction = float(meta.get("test_fraction", 0.25))
-    if split == "test":
+    held_out = (meta.get("split") or {}).get("test_groups")
+    if split == "test" and held_out:
+        # exactly the groups the model was held out from: a re-split of a different dataset (the exhaustive file
+        # of a model trained on default + exhaustive rows, or a grown dataset) would move groups across sides
+        is_test = groups_of(rows).isin(set(held_out))
+        train, test = rows[~is_test], rows[is_test]
+    elif split == "test":
         try:
             train, test = split_by_group(rows, test_fraction=test_fraction, seed=seed)
         except ValueError as exc:

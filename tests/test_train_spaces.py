@@ -51,3 +51,24 @@ def test_exhaustive_model_is_scored_only_on_exhaustive_problems(two_datasets, tm
     assert [x["path"] for x in meta["datasets"]] == [str(d), str(e)]
     assert meta["split"]["scored_test_problems"] <= len(some)
     assert meta["split"]["scored_test_problems"] < meta["split"]["test_problems"]
+
+
+def test_evaluation_holds_out_exactly_the_groups_training_held_out(two_datasets, tmp_path):
+    from predictor.evaluate import run_evaluation
+    from predictor.split import groups_of, split_by_group
+
+    d, e, some, rows = two_datasets
+    exhaustive_only = rows[rows["problem_id"].isin(some)]
+    groups = groups_of(exhaustive_only)
+    # a seed where re-splitting the exhaustive file alone would hold out other problems than training did
+    for seed in range(20):
+        held_out = set(groups_of(split_by_group(rows, 0.25, seed)[1]))
+        resplit = set(groups_of(split_by_group(exhaustive_only, 0.25, seed)[1]))
+        if groups.isin(held_out).any() and resplit != held_out & set(groups):
+            break
+    else:
+        pytest.fail("fixture: no seed separates the two splits")
+    meta = train([d, e], "tree", tmp_path / "m", space="exhaustive", seed=seed, progress=False)
+    assert set(meta["split"]["test_groups"]) == held_out
+    result = run_evaluation(tmp_path / "m", e, tmp_path / "report", space="exhaustive")
+    assert result["context"]["n_problems"] == exhaustive_only.loc[groups.isin(held_out), "problem_id"].nunique()
