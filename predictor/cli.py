@@ -76,7 +76,10 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
 
         compare = args.compare_model
         if compare is None:  # the shipped default: show the other shipped ranker when it is there
-            compare = [m for m in DEFAULT_COMPARE if Path(m).is_dir() and Path(m).resolve() != Path(args.model).resolve()]
+            from .artifacts import read_metadata
+
+            compare = [m for m in DEFAULT_COMPARE if Path(m).is_dir() and Path(m).resolve() != Path(args.model).resolve()
+                       and read_metadata(m).get("space", "default") == args.space]
         run_evaluation(args.model, args.dataset, args.out, space=args.space, ks=args.k, split=args.split,
                        compare_models=compare, command=" ".join(["gemm-predictor", *sys.argv[1:]]))
         report = (Path(args.out) / "report.md").read_text()
