@@ -283,6 +283,7 @@ def model_card(meta: dict[str, Any]) -> str:
     ranker = meta.get("ranker", {})
     heldout = metrics.get("heldout", {})
     split = meta.get("split", {})
+    sources = ", ".join(f"`{d.get('path')}`" for d in meta.get("datasets") or [])
     lines = [
         f"# Model card: {meta.get('name', ranker.get('name', 'model'))}",
         "",
@@ -298,6 +299,8 @@ def model_card(meta: dict[str, Any]) -> str:
         f"- refit on all rows after evaluation: {bool(meta.get('refit_all', False))}",
         "",
         "## Trained on",
+        *([f"- datasets {sources}: rows of space `{meta.get('space')}` where a problem has them, else its default rows"]
+          if len(meta.get("datasets") or []) > 1 else []),
         f"- dataset `{dataset.get('path')}` (sha256 `{str(dataset.get('sha256'))[:16]}...`): "
         f"{dataset.get('problems', '?')} problems, {dataset.get('rows', '?')} rows, collectors {dataset.get('collectors', '?')}",
         f"- measured with torch {dataset.get('torch', '?')}, triton {dataset.get('triton', '?')}",
