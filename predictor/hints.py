@@ -17,6 +17,7 @@ M-sweep labels against the fixed ``[64, 256, 4096]`` list.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -143,7 +144,12 @@ def evaluate_hint_choice(rows: pd.DataFrame, ranker: Any, device: DeviceInfo, gr
         result = {"family": " ".join(str(v) for v in (key[0], *key[2:5], *key[6:8])), "sizes": len(sizes),
                   "winners": int(times.idxmin(axis=1).nunique()), "predicted hints": predicted,
                   "fixed hints": fixed_here, "best single hint": int(best_single)}
-        for name, hints in (("predicted", predicted), ("fixed", fixed_here), ("best single", [best_single])):
+        # the ceiling: the best set of <= max_hints grid hints in hindsight (true times, every subset)
+        subsets = [list(c) for r in range(1, max_hints + 1) for c in itertools.combinations(grid_here, r)]
+        hindsight = max(subsets, key=lambda c: np.nan_to_num(geomean_known(hint_set_fraction(times, c)), nan=0.0))
+        result["hindsight hints"] = hindsight
+        for name, hints in (("predicted", predicted), ("fixed", fixed_here), ("best single", [best_single]),
+                            ("hindsight", hindsight)):
             f = hint_set_fraction(times, hints)
             result[f"{name} geomean"] = geomean_known(f)
             result[f"{name} worst"] = float(f.min())

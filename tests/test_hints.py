@@ -76,6 +76,9 @@ def test_evaluate_hint_choice_on_a_sweep_where_the_winner_changes_at_256():
     assert row["predicted geomean"] == 1.0 and row["predicted worst"] == 1.0
     assert row["fixed hints"] == [64, 256, 4096] and row["fixed geomean"] == 1.0
     assert row["best single geomean"] < 1.0
+    # the ceiling: true times, every subset of <= 3 grid hints; here one small and one large hint reach 1.0
+    assert row["hindsight geomean"] == 1.0 and len(row["hindsight hints"]) == 2
+    assert min(row["hindsight hints"]) < 256 <= max(row["hindsight hints"])
 
 
 def test_suggest_hints_with_the_shipped_model():
