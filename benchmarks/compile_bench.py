@@ -199,7 +199,7 @@ def time_block_step(step, x) -> float:
     return float(np.median(times))
 
 
-def run_mode(g: dict, mode: str, model: str) -> dict:
+def run_mode(g: dict, mode: str, model: str, exhaustive_model: str) -> dict:
     import torch
     from torch._inductor import config as icfg
     from torch._inductor.select_algorithm import add_feedback_saver, clear_feedback_savers
@@ -220,6 +220,8 @@ def run_mode(g: dict, mode: str, model: str) -> dict:
     clear_feedback_savers()
     add_feedback_saver(lambda timings, name, inputs, choices, *rest: benchmarked.append(len(choices)))
     torch._dynamo.reset()
+    if hook is not None and hook.get("space") == "exhaustive":
+        model = exhaustive_model
     pruner = predictor.install(model=model, **hook) if hook is not None else None
     try:
         with icfg.patch({"force_disable_caches": True, **patches}):
@@ -359,8 +361,7 @@ def main() -> None:
             if key in results:
                 continue
             try:
-                hook = parse_mode(split_cutlass(mode)[0]) or {}
-                results[key] = run_mode(g, mode, args.exhaustive_model if hook.get("space") == "exhaustive" else args.model)
+                results[key] = run_mode(g, mode, args.model, args.exhaustive_model)
             except Exception as exc:  # a failed compile is a result too, never a silent skip
                 results[key] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}", "compile_s": float("nan"),
                                 "warm_us": float("nan"), "cold_us": float("nan"), "benchmarked": 0, "rel_err": float("nan")}

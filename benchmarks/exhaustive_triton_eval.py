@@ -20,7 +20,7 @@ from predictor.device import DeviceInfo
 from predictor.evaluate import per_problem_fraction, summarise
 from predictor.rankers import make_ranker
 from predictor.schema import read_dataset
-from predictor.problem import Problem
+from predictor.problem import problem_from_row
 from predictor.spaces import enumerate_space
 from predictor.split import groups_of
 
@@ -42,11 +42,9 @@ def main() -> None:
     print(f"cuBLAS time / best Triton time on them: median {(aten / best_triton).median():.3f}, "
           f"max {(aten / best_triton).max():.3f}\n")
     # same run, same rows: the best of the configs Inductor's DEFAULT space also offers vs the best of all
-    problem_cols = ["op", "b", "m", "n", "k", "dtype", "out_dtype", "layout_a", "layout_b", "align"]
-    firsts = test.drop_duplicates("problem_id").set_index("problem_id")
     in_default = []
-    for pid, group in test.groupby("problem_id"):
-        problem = Problem(**{c: firsts.loc[pid, c] for c in problem_cols if c in firsts.columns})
+    for _, group in test.groupby("problem_id"):
+        problem = problem_from_row(group.iloc[0])
         keys = {c.key for c in enumerate_space(problem, "default", device, tma=True)}
         in_default.append(group[group["candidate"].isin(keys)])
     default_rows = pd.concat(in_default)

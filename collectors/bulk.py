@@ -24,7 +24,7 @@ import pandas as pd
 
 from predictor.candidate import Candidate
 from predictor.device import DeviceInfo
-from predictor.problem import PROBLEM_FIELDS, Problem
+from predictor.problem import PROBLEM_FIELDS, Problem, problem_from_row
 from predictor.schema import SCHEMA_VERSION
 
 from .store import PartWriter, finished_problem_ids
@@ -79,10 +79,7 @@ def select_problems(corpus: str, shard: Shard, out: str, query: str | None, limi
     return problems.head(limit) if limit is not None else problems
 
 
-def problem_of(row: Any) -> Problem:
-    """A Problem from a corpus/dataset row: an itertuples namedtuple or a Series (whose ``.align`` is a method)."""
-    get = row.__getitem__ if isinstance(row, pd.Series) else (lambda f: getattr(row, f))
-    return Problem(**{f: (int(get(f)) if f in ("b", "m", "n", "k", "align") else str(get(f))) for f in PROBLEM_FIELDS})
+problem_of = problem_from_row  # the collectors' name for it
 
 
 # --- parallel precompilation -------------------------------------------------------------------------------

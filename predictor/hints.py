@@ -27,7 +27,7 @@ import pandas as pd
 
 from .candidate import CANDIDATE_FIELDS, Candidate, parse_key
 from .device import DeviceInfo
-from .problem import PROBLEM_FIELDS, Problem
+from .problem import PROBLEM_FIELDS, Problem, problem_from_row
 
 FIXED_HINTS = (64, 256, 4096)  # the list the multi-kernel-hints seed uses
 # every power of two up to 16384: with at most 3 hints, the coarser (1, 16, 64, ..., 16384) grid capped even a
@@ -132,9 +132,7 @@ def evaluate_hint_choice(rows: pd.DataFrame, ranker: Any, device: DeviceInfo, gr
         grid_here = [h for h in grid if h in times.index]
         if len(sizes) < 6 or len(grid_here) < 2:
             continue
-        first = sub.iloc[0]
-        problem = Problem(**{f: int(first[f]) if f in ("b", "m", "n", "k", "align") else str(first[f])
-                             for f in PROBLEM_FIELDS})
+        problem = problem_from_row(sub.iloc[0])
         kernel_at = {}
         for h in grid_here:  # the ranker's favourite among what Inductor offers at M = h
             at_h = sub[sub["m"] == h]

@@ -71,3 +71,9 @@ def problem_id(op: str, b: int, m: int, n: int, k: int, dtype: str, out_dtype: s
 
 
 PROBLEM_FIELDS = ("op", "b", "m", "n", "k", "dtype", "out_dtype", "layout_a", "layout_b", "align")
+
+
+def problem_from_row(row) -> Problem:
+    """A Problem from a corpus/dataset row: an itertuples namedtuple or a Series (whose ``.align`` is a method)."""
+    get = row.__getitem__ if hasattr(row, "iloc") else (lambda f: getattr(row, f))  # a Series, without importing pandas
+    return Problem(**{f: (int(get(f)) if f in ("b", "m", "n", "k", "align") else str(get(f))) for f in PROBLEM_FIELDS})
