@@ -140,19 +140,22 @@ def time_compiled(fn, args) -> tuple[float, float]:
 def parse_mode(mode: str) -> dict | None:
     """``hook-k5`` -> install(top_k=5) (the defaults: calibrated margin, aten alone on small GEMMs it favours);
     suffixes ``-nomargin`` (margin=None), ``-benchaten`` (aten_alone_below_us=None: let Inductor benchmark
-    aten against the kept Triton kernels everywhere) and ``-exhaustive`` (Inductor's EXHAUSTIVE space, pruned
-    to the top k before anything compiles; give it a model trained on that space with ``--model``)."""
-    usage = f"unknown mode {mode!r}: plain, full, hook-k<K>[-nomargin][-benchaten][-exhaustive]"
+    aten against the kept Triton kernels everywhere), ``-epi`` (epilogue_templates=1: also keep the best Triton
+    template of a GEMM that feeds a pointwise op, for Inductor's epilogue fusion) and ``-exhaustive`` (Inductor's EXHAUSTIVE space, pruned to the top k before anything
+    compiles; give it a model trained on that space with ``--model``)."""
+    usage = f"unknown mode {mode!r}: plain, full, hook-k<K>[-nomargin][-benchaten][-epi][-exhaustive]"
     if not mode.startswith("hook-k"):
         if mode not in ("plain", "full"):
             raise ValueError(usage)
         return None
     k, *suffixes = mode[len("hook-k"):].split("-")
-    if not k.isdigit() or int(k) < 1 or not set(suffixes) <= {"nomargin", "benchaten", "exhaustive"} or len(set(suffixes)) < len(suffixes):
+    if not k.isdigit() or int(k) < 1 or not set(suffixes) <= {"nomargin", "benchaten", "epi", "exhaustive"} or len(set(suffixes)) < len(suffixes):
         raise ValueError(usage)
     settings = {"top_k": int(k), "margin": None if "nomargin" in suffixes else "auto"}
     if "benchaten" in suffixes:
         settings["aten_alone_below_us"] = None
+    if "epi" in suffixes:
+        settings["epilogue_templates"] = 1
     if "exhaustive" in suffixes:
         settings["space"] = "exhaustive"
     return settings
@@ -235,14 +238,14 @@ def run_mode(g: dict, mode: str, model: str, exhaustive_model: str) -> dict:
             predictor.uninstall()
         clear_feedback_savers()
     err = float((out.float() - ref).norm() / ref.norm())
-    filter_ms = pruner.stats()["filter_ms_max"] if pruner is not None else 0.0
+    stats = pruner.stats() if pruner is not None else {}
+    common = {"rel_err": err, "benchmarked": sum(benchmarked), "filter_ms_max": stats.get("filter_ms_max", 0.0),
+              "epilogue_templates_added": stats.get("epilogue_templates_added", 0)}
     if is_block:
         step_us = time_block_step(make_step(compiled), x)
-        return {"compile_s": compile_s, "warm_us": step_us, "cold_us": float("nan"), "rel_err": err,
-                "benchmarked": sum(benchmarked), "filter_ms_max": filter_ms}
+        return {"compile_s": compile_s, "warm_us": step_us, "cold_us": float("nan"), **common}
     warm, cold = time_compiled(compiled, args)
-    return {"compile_s": compile_s, "warm_us": warm, "cold_us": cold, "rel_err": err,
-            "benchmarked": sum(benchmarked), "filter_ms_max": filter_ms}
+    return {"compile_s": compile_s, "warm_us": warm, "cold_us": cold, **common}
 
 
 def write_outputs(results: dict, gemms: list[dict], modes: list[str], out: Path, device: str) -> str:

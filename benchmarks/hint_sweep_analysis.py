@@ -32,12 +32,13 @@ def main() -> None:
     from predictor.device import DeviceInfo
     from predictor.hints import FIXED_HINTS, HINT_GRID, evaluate_hint_choice, hint_set_fraction
     from predictor.schema import read_dataset
-    from predictor.split import split_by_group
+    from predictor.split import groups_of
 
     model, meta = load_model(args.model)
     device = DeviceInfo.from_metadata(meta)
     rows = read_dataset(args.dataset)
-    _, test = split_by_group(rows, meta.get("test_fraction", 0.25), meta.get("split_seed", 0))
+    # the groups the model really held out (a re-split of a grown dataset would pick others)
+    test = rows[groups_of(rows).isin(set(meta["split"]["test_groups"]))]
     table = evaluate_hint_choice(rows, model, device)
     held_out_ms = test[test.family_tag.str.startswith("msweep")].groupby(["n", "k", "dtype"]).size()
     table.insert(1, "held out", [tuple(x) in held_out_ms.index for x in

@@ -38,6 +38,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--test-fraction", type=float, default=0.25)
     p.add_argument("--refit-all", action="store_true", help="after measuring on the split, refit on all rows")
+    p.add_argument("--holdout-from", metavar="MODEL",
+                   help="hold out exactly the problem groups this model folder held out (instead of --seed/"
+                        "--test-fraction), so a model retrained on a grown dataset is scored on the same unseen groups")
     p.add_argument("--learn-failures", action="store_true",
                    help="lgbm: also learn from failed rows (as the slowest); the exhaustive space offers many configs "
                         "that fail to launch (shared memory / registers), which an ok-only model may rank first")
@@ -45,9 +48,16 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     def run(args: argparse.Namespace) -> int:
         from .train import train
 
+        holdout = None
+        if args.holdout_from:
+            from .artifacts import read_metadata
+
+            holdout = (read_metadata(args.holdout_from).get("split") or {}).get("test_groups")
+            if not holdout:
+                raise ValueError(f"--holdout-from {args.holdout_from}: its metadata records no split.test_groups")
         result = train(args.dataset, args.ranker, args.out, seed=args.seed, space=args.space,
                        test_fraction=args.test_fraction, refit_all=args.refit_all,
-                       params={"learn_failures": True} if args.learn_failures else None)
+                       params={"learn_failures": True} if args.learn_failures else None, holdout_groups=holdout)
         _print_metrics(result.get("metrics", result))
         return 0
 

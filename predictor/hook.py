@@ -38,7 +38,8 @@ from .artifacts import METADATA_FILE, ModelError, load_model, read_metadata
 from .candidate import CANDIDATE_FIELDS, Candidate, from_choice_caller, from_template_kwargs
 from .device import DeviceInfo
 from .features import ideal_time_us
-from .rankers.base import ATEN_ALONE_BELOW_US, aten_alone_if_small, keep_best, with_aten_fallback
+from .rankers.base import (ATEN_ALONE_BELOW_US, aten_alone_if_small, keep_best, with_aten_fallback,
+                           with_epilogue_templates)
 from .problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
 from .spaces import SPACES
 
@@ -55,7 +56,7 @@ INDUCTOR_OPS = {"mm": "mm", "addmm": "addmm", "bmm": "bmm", "int_mm": "int_mm"}
 # Inductor's max_autotune_gemm_search_space value for each of our spaces.
 SEARCH_SPACE = {"default": "DEFAULT", "exhaustive": "EXHAUSTIVE"}
 _STAT_KEYS = ("gemms_seen", "pruned", "passed_through", "kept_total", "considered_total", "overridden",
-              "hints_considered", "hints_kept", "cutlass_considered", "cutlass_kept")
+              "hints_considered", "hints_kept", "cutlass_considered", "cutlass_kept", "epilogue_templates_added")
 SLOW_FILTER_MS = 50.0  # per GEMM: above this the filter itself would slow compiles down (Exhaustive issue)
 _RECENT_DECISIONS = 256  # kept-score records remembered for override_best_choice (per pruner)
 
@@ -85,6 +86,7 @@ class HookSettings:
     aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US
     override_gap: float | None = None
     cutlass_top_k: int | None = None
+    epilogue_templates: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
@@ -107,6 +109,9 @@ class HookSettings:
         ck = self.cutlass_top_k
         if ck is not None and (isinstance(ck, bool) or not isinstance(ck, int) or ck < 1):
             raise ValueError(f"cutlass_top_k must be a positive integer or None, got {ck!r}")
+        et = self.epilogue_templates
+        if isinstance(et, bool) or not isinstance(et, int) or et < 0:
+            raise ValueError(f"epilogue_templates must be a non-negative integer, got {et!r}")
         if self.hints not in (None, "predict"):
             raise ValueError(f"unknown hints mode {self.hints!r}; expected None or 'predict'")
 
@@ -338,7 +343,7 @@ class GemmPruner:
                    "top_k": s.top_k, "space": s.space, "keep_aten": s.keep_aten,
                    "min_confidence": s.min_confidence, "hints": s.hints, "margin": self.margin,
                    "aten_alone_below_us": s.aten_alone_below_us, "override_gap": s.override_gap,
-                   "cutlass_top_k": s.cutlass_top_k,
+                   "cutlass_top_k": s.cutlass_top_k, "epilogue_templates": s.epilogue_templates,
                    "allow_similar_gpu": s.allow_similar_gpu}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self._uuid
@@ -516,6 +521,13 @@ class GemmPruner:
                                   self.device)
             keep_idx = aten_alone_if_small(keep_idx, scores, [c.family == "aten" for c in cands], ideal,
                                            s.aten_alone_below_us)
+        if s.epilogue_templates and not hinted and output_feeds_pointwise(_lowering_node()):
+            before = len(keep_idx)
+            keep_idx = with_epilogue_templates(keep_idx, scores, [c.family == "triton_mm" for c in cands],
+                                               s.epilogue_templates)
+            if len(keep_idx) > before:
+                with self._lock:
+                    self._stats["epilogue_templates_added"] += len(keep_idx) - before
         keep = {int(i) for i in keep_idx}
         if s.override_gap is not None:
             record = {cands[i].key: float(scores[i]) for i in keep}
@@ -561,6 +573,40 @@ class GemmPruner:
             if isinstance(allowed, list) and getattr(problem, field) not in allowed:
                 raise _PassThrough("out_of_distribution",
                                    f"{problem}: {field} {getattr(problem, field)!r} never seen in training", warn=False)
+
+
+# ops that only re-view a GEMM's output: an epilogue behind them still fuses into the template
+_VIEW_OP_NAMES = {"view", "_unsafe_view", "reshape", "permute", "t", "transpose", "expand", "squeeze", "unsqueeze",
+                  "alias"}
+
+
+def _lowering_node() -> Any:
+    """The FX node Inductor is lowering now (the GEMM whose choices are being filtered), or None."""
+    try:
+        from torch._inductor.virtualized import V
+
+        return getattr(V.graph, "current_node", None)
+    except Exception:  # no graph being lowered (e.g. a direct call in a test)
+        return None
+
+
+def output_feeds_pointwise(node: Any, depth: int = 3) -> bool:
+    """Whether ``node``'s output reaches a pointwise op (directly or through views): an epilogue Inductor
+    could fuse into a Triton template."""
+    import torch
+
+    if node is None or depth < 0:
+        return False
+    for user in getattr(node, "users", ()):
+        target = getattr(user, "target", None)
+        tags = getattr(target, "tags", ()) or ()
+        if torch.Tag.pointwise in tags:
+            return True
+        packet = getattr(target, "overloadpacket", None)
+        name = getattr(packet, "__name__", "")
+        if name in _VIEW_OP_NAMES and output_feeds_pointwise(user, depth - 1):
+            return True
+    return False
 
 
 def _tf32_enabled() -> bool:
@@ -691,7 +737,7 @@ def _choices_factory(pruner: GemmPruner) -> Any:
 def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
             min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
             allow_similar_gpu: bool = True, aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US,
-            override_gap: float | None = None, cutlass_top_k: int | None = None,
+            override_gap: float | None = None, cutlass_top_k: int | None = None, epilogue_templates: int = 0,
             _device: DeviceInfo | None = None) -> GemmPruner:
     """Make max-autotune benchmark only the predicted top ``top_k`` candidates of every GEMM.
 
@@ -716,7 +762,12 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     always keeps the benchmark's pick. Not measured on a GPU yet (the GPU here runs torch 2.11).
     ``cutlass_top_k`` (with CUTLASS among ``max_autotune_gemm_backends``): keep only this many CUTLASS kernels
     (all their swizzles), the analytically best (``predictor.cutlass``) rather than Inductor's first N; None
-    (default) leaves CUTLASS choices alone. Not measured on a GPU yet. ``hints``: with ``config.multi_kernel_hints``
+    (default) leaves CUTLASS choices alone. Not measured on a GPU yet. ``epilogue_templates``: when the GEMM's
+    output feeds a pointwise op (bias, activation, residual add; read off the FX graph being lowered), also keep
+    this many best-scored Triton mm templates, so Inductor's epilogue-fusion benchmark can still fuse that op
+    into a template (labels time bare GEMMs and cannot see the saving); 0 (default) keeps none. Off by default
+    until measured on a GPU: Inductor's benchmark overstates cuBLAS on small GEMMs (``aten_alone_below_us``), so
+    a template kept beside it may also be picked unfused where it is slower. ``hints``: with ``config.multi_kernel_hints``
     set, None keeps the top k of every hint group (scored with M = the hint); ``"predict"`` keeps the top k
     only for the hints worth autotuning (``predictor.hints``: at most 3, each adding a kernel the model expects
     to win somewhere over the hints' span) and the favourite alone for the others (Inductor needs a Triton
@@ -728,7 +779,7 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
                             keep_aten=keep_aten, min_confidence=min_confidence, hints=hints, device=_device,
                             margin=margin, allow_similar_gpu=allow_similar_gpu,
                             aten_alone_below_us=aten_alone_below_us, override_gap=override_gap,
-                            cutlass_top_k=cutlass_top_k)
+                            cutlass_top_k=cutlass_top_k, epilogue_templates=epilogue_templates)
     pruner = GemmPruner(settings).load()
     from torch._inductor import config
 
@@ -764,12 +815,13 @@ def uninstall() -> None:
 def pruning(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
             min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
             allow_similar_gpu: bool = True, aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US,
-            override_gap: float | None = None, cutlass_top_k: int | None = None,
+            override_gap: float | None = None, cutlass_top_k: int | None = None, epilogue_templates: int = 0,
             _device: DeviceInfo | None = None) -> Iterator[GemmPruner]:
     """``with pruning(top_k=3): torch.compile(...)(x)`` — ``install`` for the block, ``uninstall`` after."""
     pruner = install(model, top_k, space, keep_aten, min_confidence, hints, margin=margin,
                      allow_similar_gpu=allow_similar_gpu, aten_alone_below_us=aten_alone_below_us,
-                     override_gap=override_gap, cutlass_top_k=cutlass_top_k, _device=_device)
+                     override_gap=override_gap, cutlass_top_k=cutlass_top_k,
+                     epilogue_templates=epilogue_templates, _device=_device)
     try:
         yield pruner
     finally:

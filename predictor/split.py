@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 
@@ -40,4 +42,18 @@ def split_by_group(rows: pd.DataFrame, test_fraction: float = 0.25, seed: int = 
         test_groups.add(g)
         total += per_group[g]
     is_test = group.isin(test_groups)
+    return rows[~is_test].copy(), rows[is_test].copy()
+
+
+def split_by_named_groups(rows: pd.DataFrame, test_groups: Iterable[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Hold out exactly ``test_groups``: how a model trained on a grown dataset keeps an earlier model's held-out
+    groups unseen, so benchmarks drawn from those groups stay fair (a fraction-based split moves when groups grow)."""
+    wanted = set(test_groups)
+    group = groups_of(rows)
+    unknown = sorted(wanted - set(group.unique()))
+    if unknown:
+        raise ValueError(f"held-out groups not in the dataset: {', '.join(unknown[:5])}")
+    is_test = group.isin(wanted)
+    if is_test.all():
+        raise ValueError("the held-out groups cover every row; nothing left to train on")
     return rows[~is_test].copy(), rows[is_test].copy()

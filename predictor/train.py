@@ -20,7 +20,7 @@ from .device import DeviceInfo
 from .evaluate import KS, RANDOM, per_problem_fraction, random_expectation, summarise
 from .rankers import BASELINES, RANKERS, make_ranker
 from .schema import file_sha256, read_dataset, select_space
-from .split import groups_of, split_by_group
+from .split import groups_of, split_by_group, split_by_named_groups
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +136,11 @@ def load_training_rows(dataset: str | Path | list, space: str = "default") -> tu
 
 def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = None, seed: int = 0,
           space: str = "default", test_fraction: float = 0.25, refit_all: bool = False,
-          params: dict[str, Any] | None = None, progress: bool = True) -> dict[str, Any]:
+          params: dict[str, Any] | None = None, progress: bool = True,
+          holdout_groups: Iterable[str] | None = None) -> dict[str, Any]:
     """Fit ``ranker`` on ``dataset`` and save it to ``out`` (default ``models/<ranker>``); return the metadata.
+
+    ``holdout_groups`` (e.g. an earlier model's ``split.test_groups``) replaces the seeded fraction split.
 
     Held-out metrics always come from the fit on the training split. With ``refit_all`` the saved model is
     then refit on every row (train + held-out) with the same hyper-parameters and seed, which is what
@@ -153,7 +156,10 @@ def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = No
     steps.set_postfix_str("read")
     rows, device, meta = load_training_rows(datasets, space)
     log.info("%s: %d rows, %d problems, space %s, device %s", ", ".join(map(str, datasets)), len(rows), rows["problem_id"].nunique(), space, device.gpu)
-    train_rows, test_rows = split_by_group(rows, test_fraction=test_fraction, seed=seed)
+    if holdout_groups is not None:
+        train_rows, test_rows = split_by_named_groups(rows, holdout_groups)
+    else:
+        train_rows, test_rows = split_by_group(rows, test_fraction=test_fraction, seed=seed)
     log.info("split (seed %d): %d train / %d held-out problems", seed, train_rows["problem_id"].nunique(),
              test_rows["problem_id"].nunique())
     steps.update()
@@ -202,7 +208,9 @@ def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = No
         "dataset": _dataset_summary(datasets[0], rows, meta),
         "datasets": [{"path": str(d), "sha256": file_sha256(d)} for d in datasets],
         "split": {
-            "method": "predictor.split.split_by_group", "seed": seed, "test_fraction": test_fraction,
+            "method": "predictor.split.split_by_named_groups" if holdout_groups is not None
+            else "predictor.split.split_by_group",
+            "seed": seed, "test_fraction": test_fraction,
             "train_problems": int(train_rows["problem_id"].nunique()),
             "test_problems": int(test_rows["problem_id"].nunique()),
             "scored_test_problems": int(eval_test["problem_id"].nunique()),

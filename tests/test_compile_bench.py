@@ -16,6 +16,7 @@ def test_modes():
     assert compile_bench.parse_mode("hook-k1-nomargin") == {"top_k": 1, "margin": None}
     assert compile_bench.parse_mode("hook-k5-benchaten") == {"top_k": 5, "margin": "auto", "aten_alone_below_us": None}
     assert compile_bench.parse_mode("hook-k8-exhaustive") == {"top_k": 8, "margin": "auto", "space": "exhaustive"}
+    assert compile_bench.parse_mode("hook-k1-epi") == {"top_k": 1, "margin": "auto", "epilogue_templates": 1}
     for bad in ("hook-k", "hook-k3-x", "fast", "hook-k0", "hook-k2-nomargin-nomargin"):
         with pytest.raises(ValueError, match="unknown mode"):
             compile_bench.parse_mode(bad)

@@ -134,7 +134,7 @@ def test_top_1_without_aten_leaves_exactly_one():
     assert 0 < stats.pop("filter_ms_median") <= stats.pop("filter_ms_max")
     assert stats == {"gemms_seen": 1, "pruned": 1, "passed_through": 0, "kept_total": 1,
                      "considered_total": len(choices), "overridden": 0, "hints_considered": 0, "hints_kept": 0,
-                     "cutlass_considered": 0, "cutlass_kept": 0, "fallbacks": {}}
+                     "cutlass_considered": 0, "cutlass_kept": 0, "epilogue_templates_added": 0, "fallbacks": {}}
 
 
 def test_aten_in_the_top_k_is_not_added_twice():
@@ -749,3 +749,81 @@ def test_cutlass_choices_are_cut_to_the_best_kernels_in_inductors_preprocessing_
         assert hook._preprocess_with_installed(choices) == choices  # cutlass_top_k=None: untouched
     with pytest.raises(ValueError, match="cutlass_top_k"):
         HookSettings(cutlass_top_k=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# epilogue templates: a GEMM feeding a pointwise op keeps a Triton template for Inductor's fusion benchmark
+# ---------------------------------------------------------------------------------------------
+
+def _graph_of(fn, *args):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(fn)(*args).graph
+
+
+def _mm_nodes(graph):
+    return [n for n in graph.nodes if getattr(n.target, "overloadpacket", None) in (torch.ops.aten.mm, torch.ops.aten.addmm)]
+
+
+def test_output_feeds_pointwise_reads_the_fx_users_through_views():
+    a, b = torch.randn(8, 4), torch.randn(4, 6)
+    assert hook.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: torch.nn.functional.gelu(x @ y), a, b))[0])
+    assert hook.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: (x @ y).view(2, 24) + 1, a, b))[0])
+    assert not hook.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: x @ y, a, b))[0])
+    assert not hook.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: (x @ y).sum(0), a, b))[0])
+    assert not hook.output_feeds_pointwise(None)
+
+
+def test_a_gemm_with_an_epilogue_keeps_its_best_triton_template_beside_a_favoured_aten(monkeypatch):
+    from predictor.candidate import from_template_kwargs
+
+    problem = Problem("mm", 8192, 8192, 8192, "float16")
+    choices = fake_choices(problem)
+    families = [from_template_kwargs(c.template.uid, c.params.to_kwargs()).family for c in choices]
+    scores = np.arange(len(choices), dtype=float)
+    scores[0] = 100.0  # aten (listed first) is the clear favourite
+    best_mm = max((i for i, f in enumerate(families) if f == "triton_mm"), key=lambda i: scores[i])
+    inputs = mm_inputs(8192, 8192, 8192)
+    a, b = torch.randn(8, 4), torch.randn(4, 6)
+    with_gelu = _mm_nodes(_graph_of(lambda x, y: torch.nn.functional.gelu(x @ y), a, b))[0]
+    bare = _mm_nodes(_graph_of(lambda x, y: x @ y, a, b))[0]
+
+    monkeypatch.setattr(hook, "_lowering_node", lambda: with_gelu)
+    p = pruner(ranker=PositionRanker(scores), top_k=1, epilogue_templates=1)
+    assert p.filter(choices, inputs, "mm") == [choices[0], choices[best_mm]]
+    assert p.stats()["epilogue_templates_added"] == 1
+    assert pruner(ranker=PositionRanker(scores), top_k=1).filter(choices, inputs, "mm") == [choices[0]]  # default off
+    monkeypatch.setattr(hook, "_lowering_node", lambda: bare)
+    assert pruner(ranker=PositionRanker(scores), top_k=1, epilogue_templates=1).filter(choices, inputs, "mm") == [
+        choices[0]]
+    # a kept template already serves: nothing is added
+    monkeypatch.setattr(hook, "_lowering_node", lambda: with_gelu)
+    scores2 = scores.copy()
+    scores2[best_mm] = 99.0
+    assert pruner(ranker=PositionRanker(scores2), top_k=2, margin=None, epilogue_templates=1).filter(
+        choices, inputs, "mm") == [choices[0], choices[best_mm]]
+    with pytest.raises(ValueError, match="epilogue_templates"):
+        HookSettings(epilogue_templates=-1)
+    assert pruner(top_k=1).uuid() != pruner(top_k=1, epilogue_templates=1).uuid()
+
+
+def test_the_lowering_node_is_seen_during_a_real_compile(model_root):
+    """Under a real Inductor compile the filter sees the GEMM's FX node: the first linear feeds GELU (an
+    epilogue), the last one's output leaves the graph (none)."""
+    torch._dynamo.reset()
+    block = torch.nn.Sequential(torch.nn.Linear(48, 64), torch.nn.GELU(), torch.nn.Linear(64, 32))
+    seen = []
+    from torch._inductor import config
+
+    with predictor.pruning(model_root / "syn-lgbm-all", top_k=1, _device=DEVICE) as p, \
+            config.patch(fx_graph_cache=False, max_autotune_gemm_backends="ATEN"):
+        real = p.filter
+
+        def recording(choices, kernel_inputs, op_name):
+            seen.append((op_name, hook.output_feeds_pointwise(hook._lowering_node())))
+            return real(choices, kernel_inputs, op_name)
+
+        p.filter = recording
+        torch.compile(block, mode="max-autotune-no-cudagraphs")(torch.randn(40, 48))
+    torch._dynamo.reset()
+    assert ("addmm", True) in seen and ("addmm", False) in seen

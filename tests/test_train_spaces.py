@@ -72,3 +72,29 @@ def test_evaluation_holds_out_exactly_the_groups_training_held_out(two_datasets,
     assert set(meta["split"]["test_groups"]) == held_out
     result = run_evaluation(tmp_path / "m", e, tmp_path / "report", space="exhaustive")
     assert result["context"]["n_problems"] == exhaustive_only.loc[groups.isin(held_out), "problem_id"].nunique()
+
+
+def test_holdout_from_a_model_keeps_its_groups_when_the_dataset_grows(two_datasets, tmp_path):
+    """A fraction-based split moves when groups grow; --holdout-from pins an earlier model's held-out groups."""
+    import subprocess
+
+    d, e, some, rows = two_datasets
+    first = train(d, "tree", tmp_path / "first", progress=False)
+    held_out = first["split"]["test_groups"]
+    again = train(d, "tree", tmp_path / "again", holdout_groups=held_out, progress=False)
+    assert again["split"]["test_groups"] == held_out
+    assert again["split"]["test_problems"] == first["split"]["test_problems"]
+    assert again["split"]["method"] == "predictor.split.split_by_named_groups"
+    with pytest.raises(ValueError, match="not in the dataset: synthetic:g99"):
+        train(d, "tree", tmp_path / "bad", holdout_groups=["synthetic:g99"], progress=False)
+    cli = subprocess.run([sys.executable, "-m", "predictor.cli", "train", "--dataset", str(d), "--ranker", "tree",
+                          "--out", str(tmp_path / "cli"), "--holdout-from", str(tmp_path / "first")],
+                         capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr[-500:]
+    import json
+
+    assert json.loads((tmp_path / "cli" / "metadata.json").read_text())["split"]["test_groups"] == held_out
+    bad = subprocess.run([sys.executable, "-m", "predictor.cli", "train", "--dataset", str(d), "--ranker", "tree",
+                          "--out", str(tmp_path / "x"), "--holdout-from", str(tmp_path / "nowhere")],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "nowhere" in bad.stderr

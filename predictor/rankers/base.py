@@ -54,6 +54,23 @@ def with_aten_fallback(kept: np.ndarray, scores: np.ndarray, is_aten: np.ndarray
     return np.append(kept, best)
 
 
+def with_epilogue_templates(kept: np.ndarray, scores: np.ndarray, is_template: np.ndarray, n: int) -> np.ndarray:
+    """``kept`` plus the ``n`` best-scored fusable Triton templates when fewer are kept.
+
+    Why: a GEMM whose output feeds a pointwise op (bias, activation, residual add, gradient products) can
+    have that op fused into a Triton template's epilogue, saving a kernel and a round trip through memory;
+    cuBLAS cannot. Inductor decides that by benchmarking the best template with the epilogue fused against
+    the best choice plus a separate epilogue kernel, but only among the choices it was given. Labels time
+    bare GEMMs, so a model that favours cuBLAS would otherwise take the fusion away."""
+    is_template = np.asarray(is_template, dtype=bool)
+    missing = n - int(is_template[kept].sum())
+    if missing <= 0 or not is_template.any():
+        return kept
+    candidates = np.flatnonzero(is_template & ~np.isin(np.arange(len(is_template)), kept))
+    best = candidates[np.argsort(-np.asarray(scores, dtype=float)[candidates], kind="stable")[:missing]]
+    return np.append(kept, best)
+
+
 # GEMMs whose ideal time (features.ideal_time_us) is below this keep aten alone when the model favours it:
 # Inductor's benchmark overstates cuBLAS there and would pick a slower Triton kernel. 100 us covers the
 # losses measured on the H200 (docs/benchmarks/h200: 6-60 us GEMMs, up to 2.5x slower picks).
