@@ -109,6 +109,43 @@ def hint_set_fraction(times: pd.DataFrame, hints: Sequence[int]) -> pd.Series:
     return times.min(axis=1) / times[kernels].min(axis=1)
 
 
+def kernel_set_ceiling(times: pd.DataFrame, max_kernels: int = MAX_HINTS) -> tuple[float, float, list[str]]:
+    """The best any set of at most ``max_kernels`` kernels (columns of ``times``: runtime M x candidate, NaN = not
+    timed) can do against the per-M oracle, as (geomean over known sizes, worst size, kernels): a ceiling for
+    every hint predictor, whatever its grid and whichever kernel it compiles per hint. Exhaustive over subsets
+    (vectorised: every set grown by every kernel), unless that table would exceed ~5e7 entries; then only the
+    best sets found so far are grown (a lower bound on the ceiling)."""
+    frac = (times.min(axis=1).to_numpy()[:, None] / times.to_numpy()).T  # kernels x sizes, NaN = not timed
+    n = len(frac)
+    need = 0.5 * frac.shape[1]
+
+    def score(f: np.ndarray) -> np.ndarray:  # geomean over known sizes; -inf with fewer than half known
+        known = np.isfinite(f)
+        logs = np.where(known, np.log(np.where(known, f, 1.0)), 0.0).sum(axis=-1)
+        count = known.sum(axis=-1)
+        return np.where(count >= max(need, 1), logs / np.maximum(count, 1), -np.inf)
+
+    sets = [(i,) for i in range(n)]
+    current = frac.copy()
+    best_score, best_set = score(current), list(sets)
+    best_i = int(np.argmax(best_score))
+    best = (float(best_score[best_i]), best_set[best_i], current[best_i])
+    for _ in range(max_kernels - 1):
+        limit = int(5e7 // max(1, n * frac.shape[1]))
+        if len(current) > limit:  # keep the sets x kernels x sizes table in memory: grow only the best sets
+            keep = np.argsort(-score(current))[:limit]
+            current, sets = current[keep], [sets[i] for i in keep]
+        grown = np.fmax(current[:, None, :], frac[None, :, :])  # sets x kernels x sizes
+        scores = score(grown)
+        i, j = np.unravel_index(int(np.argmax(scores)), scores.shape)
+        if scores[i, j] > best[0]:
+            best = (float(scores[i, j]), (*sets[i], j), grown[i, j])
+        current = grown.reshape(-1, frac.shape[1])
+        sets = [(*s_, k) for s_ in sets for k in range(n)]
+    gm, members, f = best
+    return float(np.exp(gm)), float(np.nanmin(f)), [str(times.columns[k]) for k in dict.fromkeys(members)]
+
+
 def geomean_known(fractions: pd.Series) -> float:
     """Geometric mean over the sizes where the fraction is known (NaN when fewer than half are)."""
     known = fractions.dropna()
@@ -149,11 +186,14 @@ def evaluate_hint_choice(rows: pd.DataFrame, ranker: Any, device: DeviceInfo, gr
         subsets = [list(c) for r in range(1, max_hints + 1) for c in itertools.combinations(grid_here, r)]
         hindsight = max(subsets, key=lambda c: np.nan_to_num(geomean_known(hint_set_fraction(times, c)), nan=0.0))
         result["hindsight hints"] = hindsight
+        ceiling_geomean, ceiling_worst, ceiling_kernels = kernel_set_ceiling(times, max_hints)
         for name, hints in (("predicted", predicted), ("fixed", fixed_here), ("best single", [best_single]),
                             ("hindsight", hindsight)):
             f = hint_set_fraction(times, hints)
             result[f"{name} geomean"] = geomean_known(f)
             result[f"{name} worst"] = float(f.min())
+        result["any-kernels geomean"], result["any-kernels worst"] = ceiling_geomean, ceiling_worst
+        result["any-kernels kernels"] = len(ceiling_kernels)
         out.append(result)
     return pd.DataFrame(out)
 

@@ -112,3 +112,25 @@ def test_cublas_is_never_a_hints_kernel_nor_its_oracle():
     row = evaluate_hint_choice(pd.DataFrame(rows), TableRanker(table), DEVICE).iloc[0]
     assert row["winners"] == 2  # the two Triton kernels; cuBLAS, 2x faster everywhere, is not counted
     assert len(row["predicted hints"]) == 2 and row["predicted geomean"] == 1.0
+
+
+def test_kernel_set_ceiling_equals_brute_force_over_every_subset():
+    """The ceiling over any <= 3 kernels (what no hint predictor can beat) matches an exhaustive search,
+    untimed (NaN) cells included."""
+    import itertools
+
+    from predictor.hints import geomean_known, kernel_set_ceiling
+
+    rng = np.random.default_rng(3)
+    times = pd.DataFrame(rng.uniform(1.0, 3.0, size=(12, 9)), index=[2 ** i for i in range(12)],
+                         columns=[f"k{j}" for j in range(9)])
+    times.iloc[:4, :3] = np.nan  # big-tile kernels Inductor does not offer at small M
+    oracle = times.min(axis=1)
+    brute = max(((geomean_known(oracle / times[list(c)].min(axis=1)), list(c))
+                 for r in (1, 2, 3) for c in itertools.combinations(times.columns, r)), key=lambda t: t[0])
+    geomean, worst, kernels = kernel_set_ceiling(times, 3)
+    assert geomean == pytest.approx(brute[0]) and sorted(kernels) == sorted(brute[1])
+    assert worst == pytest.approx(float((oracle / times[kernels].min(axis=1)).min()))
+    # one kernel that is best everywhere reaches 1.0 alone
+    times["star"] = times.min(axis=1) * 0.5
+    assert kernel_set_ceiling(times, 3)[:2] == (pytest.approx(1.0), pytest.approx(1.0))
