@@ -99,6 +99,24 @@ def build(g: dict):
     return (lambda a, b: a @ b), (ops.a, ops.b), ops.reference
 
 
+def event_times_us(run, reps: int, before=None) -> list[float]:
+    """GPU time of ``run()`` in us, ``reps`` times, each between two CUDA events (``before()`` runs untimed
+    ahead of each, e.g. an L2 flush)."""
+    import torch
+
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        if before is not None:
+            before()
+        s.record()
+        run()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e) * 1e3)
+    return times
+
+
 def time_compiled(fn, args) -> tuple[float, float]:
     """(warm-L2 us under a CUDA graph of 20 calls, cold-L2 us median of 20 flushed calls)."""
     import numpy as np
@@ -117,23 +135,8 @@ def time_compiled(fn, args) -> tuple[float, float]:
             fn(*args)
     torch.cuda.current_stream().wait_stream(stream)
     graph.replay()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    warm = []
-    for _ in range(5):
-        s.record()
-        graph.replay()
-        e.record()
-        torch.cuda.synchronize()
-        warm.append(s.elapsed_time(e) * 1e3 / 20)
-    flush = L2Flusher(torch.device("cuda"))
-    cold = []
-    for _ in range(20):
-        flush()
-        s.record()
-        fn(*args)
-        e.record()
-        torch.cuda.synchronize()
-        cold.append(s.elapsed_time(e) * 1e3)
+    warm = [t / 20 for t in event_times_us(graph.replay, 5)]
+    cold = event_times_us(lambda: fn(*args), 20, before=L2Flusher(torch.device("cuda")))
     return float(np.median(warm)), float(np.median(cold))
 
 
@@ -192,15 +195,7 @@ def time_block_step(step, x) -> float:
     for _ in range(3):
         step(x)
     torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(20):
-        s.record()
-        step(x)
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) * 1e3)
-    return float(np.median(times))
+    return float(np.median(event_times_us(lambda: step(x), 20)))
 
 
 def time_block_step_graphed(step, x, params) -> float:
@@ -231,15 +226,7 @@ def time_block_step_graphed(step, x, params) -> float:
         print(f"block: CUDA-graph capture failed ({type(exc).__name__}: {str(exc)[:200]})", flush=True)
         torch.cuda.synchronize()
         return float("nan")
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(20):
-        s.record()
-        graph.replay()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) * 1e3)
-    return float(np.median(times))
+    return float(np.median(event_times_us(graph.replay, 20)))
 
 
 def run_mode(g: dict, mode: str, model: str, exhaustive_model: str) -> dict:
