@@ -304,8 +304,12 @@ def model_card(meta: dict[str, Any]) -> str:
         f"- dataset `{dataset.get('path')}` (sha256 `{str(dataset.get('sha256'))[:16]}...`): "
         f"{dataset.get('problems', '?')} problems, {dataset.get('rows', '?')} rows, collectors {dataset.get('collectors', '?')}",
         f"- measured with torch {dataset.get('torch', '?')}, triton {dataset.get('triton', '?')}",
-        f"- split by problem group, seed {split.get('seed', '?')}: {split.get('train_problems', '?')} train / "
-        f"{split.get('test_problems', '?')} held-out problems",
+        (f"- split by problem group, the {len(split.get('test_groups') or [])} held-out groups of an earlier model "
+         f"(`train --holdout-from`): {split.get('train_problems', '?')} train / {split.get('test_problems', '?')} "
+         "held-out problems"
+         if str(split.get("method", "")).endswith("split_by_named_groups") else
+         f"- split by problem group, seed {split.get('seed', '?')}: {split.get('train_problems', '?')} train / "
+         f"{split.get('test_problems', '?')} held-out problems"),
         "",
         "## Intended GPU",
         f"- {device.get('gpu')} (compute capability {device.get('cc')}), {device.get('sm_count')} SMs; "

@@ -85,6 +85,7 @@ def test_holdout_from_a_model_keeps_its_groups_when_the_dataset_grows(two_datase
     assert again["split"]["test_groups"] == held_out
     assert again["split"]["test_problems"] == first["split"]["test_problems"]
     assert again["split"]["method"] == "predictor.split.split_by_named_groups"
+    assert "held-out groups of an earlier model" in (tmp_path / "again" / "MODEL_CARD.md").read_text()
     with pytest.raises(ValueError, match="not in the dataset: synthetic:g99"):
         train(d, "tree", tmp_path / "bad", holdout_groups=["synthetic:g99"], progress=False)
     cli = subprocess.run([sys.executable, "-m", "predictor.cli", "train", "--dataset", str(d), "--ranker", "tree",
