@@ -28,11 +28,12 @@ def pick_gemms(model: str, dataset: str, n: int, seed: int) -> list[dict]:
 
     from predictor.artifacts import read_metadata
     from predictor.schema import read_dataset
-    from predictor.split import split_by_group
+    from predictor.split import groups_of
 
     meta = read_metadata(model)
     rows = read_dataset(dataset)
-    _, test = split_by_group(rows, meta.get("test_fraction", 0.25), meta.get("split_seed", 0))
+    # the groups the model really held out (a fresh split of a grown dataset would pick others)
+    test = rows[groups_of(rows).isin(set(meta["split"]["test_groups"]))]
     probs = test.drop_duplicates("problem_id")
     probs = probs[probs.family_tag.str.split(":").str[0].isin(["llm", "enc", "vit", "speech"])]
     probs = probs[(probs.m > 1) & (probs.op.isin(["mm", "addmm"]))]
@@ -343,6 +344,8 @@ def main() -> None:
     ap.add_argument("--split-model", default="models/h200-default-lgbm", help="whose held-out groups to draw GEMMs from")
     ap.add_argument("--dataset", default="datasets/nvidia-h200/default.parquet")
     ap.add_argument("--gemms", type=int, default=24)
+    ap.add_argument("--gemms-from", default=None,
+                    help="an earlier run's results.json: benchmark exactly its GEMMs (comparable across model versions)")
     ap.add_argument("--ks", default="1,3,5,8")
     ap.add_argument("--modes", default=None, help="comma list overriding plain,full,hook-k<k>...")
     ap.add_argument("--seed", type=int, default=0)
@@ -382,7 +385,12 @@ def main() -> None:
         from torch._inductor import config as icfg
 
         icfg.cutlass.cutlass_dir = str(prepare_cutlass_root(args.cutlass_wheel))
-    gemms = pick_gemms(args.split_model, args.dataset, args.gemms, args.seed) + ([BLOCK] if args.block else [])
+    if args.gemms_from:
+        gemms = [g for g in json.loads(Path(args.gemms_from).read_text())["gemms"] if g["problem_id"] != "block"]
+        gemms = gemms[: args.gemms]
+    else:
+        gemms = pick_gemms(args.split_model, args.dataset, args.gemms, args.seed)
+    gemms += [BLOCK] if args.block else []
     shard, shards = (int(x) for x in args.shard.split("/"))
     gemms = gemms[shard::shards]
     res_file = out / "results.json"

@@ -45,3 +45,26 @@ def test_summary_ratios_and_outputs(tmp_path):
     assert f"{math.sqrt(0.5):.3f}" in row and "| 0.500 |" in row and "| 1.0 |" in row
     assert (tmp_path / "results.md").read_text().startswith("GPU: Test GPU")
     assert (tmp_path / "speed_vs_compile.png").stat().st_size > 1000
+
+
+def test_gemms_come_from_the_groups_the_model_held_out(tmp_path):
+    """Not from a fresh split of the dataset: once the dataset grows, that would pick other (trained-on) groups."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from synthetic import METADATA, synthetic_dataset
+
+    from predictor.schema import write_dataset
+    from predictor.split import groups_of
+
+    rows = synthetic_dataset(60, groups=6)
+    rows["family_tag"] = rows["family_tag"].str.replace("synthetic:", "llm:model-")
+    data = tmp_path / "d.parquet"
+    write_dataset(rows, data, METADATA)
+    held_out = ["llm:model-g1", "llm:model-g4"]
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "metadata.json").write_text(json.dumps({"split": {"test_groups": held_out}}))
+    picked = compile_bench.pick_gemms(str(tmp_path / "m"), str(data), 50, 0)
+    expected = rows[groups_of(rows).isin(held_out) & (rows.m > 1)]["problem_id"].unique()
+    assert picked and {g["problem_id"] for g in picked} == set(expected)
