@@ -130,7 +130,7 @@ def kernel_set_ceiling(times: pd.DataFrame, max_kernels: int = MAX_HINTS) -> tup
     best_score, best_set = score(current), list(sets)
     best_i = int(np.argmax(best_score))
     best = (float(best_score[best_i]), best_set[best_i], current[best_i])
-    for _ in range(max_kernels - 1):
+    for step in range(max_kernels - 1):
         limit = int(5e7 // max(1, n * frac.shape[1]))
         if len(current) > limit:  # keep the sets x kernels x sizes table in memory: grow only the best sets
             keep = np.argsort(-score(current))[:limit]
@@ -140,6 +140,8 @@ def kernel_set_ceiling(times: pd.DataFrame, max_kernels: int = MAX_HINTS) -> tup
         i, j = np.unravel_index(int(np.argmax(scores)), scores.shape)
         if scores[i, j] > best[0]:
             best = (float(scores[i, j]), (*sets[i], j), grown[i, j])
+        if step == max_kernels - 2:
+            break  # the sets of the last size were all scored; growing them further is not needed
         current = grown.reshape(-1, frac.shape[1])
         sets = [(*s_, k) for s_ in sets for k in range(n)]
     gm, members, f = best
