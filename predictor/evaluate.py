@@ -339,7 +339,7 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
-def _md_table(header: Sequence[str], body: Sequence[Sequence[Any]]) -> str:
+def markdown_table(header: Sequence[str], body: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(map(str, r)) + " |" for r in body]
     return "\n".join(lines)
@@ -357,7 +357,7 @@ def headline_table(metrics: pd.DataFrame, rankers: Sequence[str], slice_kind: st
         cells = [look.get((r, k, slice_kind, slice_), {}).get(m) for m, k in HEADLINE]
         n = next((look[(r, k, slice_kind, slice_)]["n"] for _, k in HEADLINE if (r, k, slice_kind, slice_) in look), 0)
         body.append([f"`{r}`"] + [_fmt(c) for c in cells] + [n])
-    return _md_table(header, body)
+    return markdown_table(header, body)
 
 
 def slice_table(metrics: pd.DataFrame, rankers: Sequence[str], slice_kind: str, ks: tuple[int, int] = (1, 5)) -> str:
@@ -371,7 +371,7 @@ def slice_table(metrics: pd.DataFrame, rankers: Sequence[str], slice_kind: str, 
         cells = [f"{_fmt(look.get((r, ks[0], slice_kind, v), {}).get('oracle'))} / "
                  f"{_fmt(look.get((r, ks[1], slice_kind, v), {}).get('oracle'))}" for r in rankers]
         body.append([v, n] + cells)
-    return _md_table(header, body)
+    return markdown_table(header, body)
 
 
 def _new_figure(width: float, height: float) -> Any:
@@ -530,7 +530,7 @@ def _report_markdown(metrics: pd.DataFrame, rankers: Sequence[str], ctx: Mapping
         ("command", f"`{ctx.get('command', na)}`"),
         ("created", ctx.get("created", na)),
     ]
-    lines += [_md_table(["", ""], facts), ""]
+    lines += [markdown_table(["", ""], facts), ""]
     lines += ["## Headline (all evaluated problems)", "",
               "fraction = best true time / fastest true time among the top-k; oracle = geomean, "
               "p5 = 5th percentile, hit = share with the true best in the top-k.", "",
@@ -544,7 +544,7 @@ def _report_markdown(metrics: pd.DataFrame, rankers: Sequence[str], ctx: Mapping
                   "oracle/p5 of the kept set (offline: benchmarking among the kept choices assumed perfect); kept = "
                   "choices left for Inductor to compile and benchmark; single = share of GEMMs left with one "
                   "choice (no benchmark at all).", "",
-                  _md_table(["k", "rule", "oracle", "p5", "kept (mean)", "single"],
+                  markdown_table(["k", "rule", "oracle", "p5", "kept (mean)", "single"],
                             [(r["k"], r["rule"], f"{r['oracle']:.3f}", f"{r['p5']:.3f}", f"{r['kept_mean']:.2f}",
                               f"{r['single']:.2f}") for r in ctx["hook_rule"]]), ""]
     if plots:
@@ -806,7 +806,7 @@ def compare(a: str | Path | Mapping[str, Any], b: str | Path | Mapping[str, Any]
     for key in ("model_name", "dataset", "dataset_sha256", "gpu", "torch", "split", "n_problems"):
         va, vb = (d["context"].get(key, "n/a") for d in docs)
         facts.append([key, f"`{va}`", f"`{vb}`", "" if va == vb else "differs"])
-    md += [_md_table(["", labels[0], labels[1], ""], facts), ""]
+    md += [markdown_table(["", labels[0], labels[1], ""], facts), ""]
     sel = joined[(joined.slice_kind == slice_kind) & joined.k.isin(list(ks))]
     header = ["ranker"] + [f"{m}@{k}" for k in ks for m in ("oracle", "hit")]
     body = []
@@ -820,5 +820,5 @@ def compare(a: str | Path | Mapping[str, Any], b: str | Path | Mapping[str, Any]
                 cells.append(f"{_fmt(va)} → {_fmt(vb)}" + (f" ({delta:+.3f})" if np.isfinite(delta) else ""))
         body.append([f"`{r}`"] + cells)
     md += [f"Slice: {slice_kind}; cells are {labels[0]} → {labels[1]} (difference). Each run's own model is listed as `model`.",
-           "", _md_table(header, body), ""]
+           "", markdown_table(header, body), ""]
     return joined, "\n".join(md)
