@@ -173,8 +173,13 @@ class BackgroundCompiler:
         self.futures = {k: self.pool.submit(_warm_one, k, num_sms) for k in ordered_keys}
         self.failed = 0
 
-    def wait(self, keys: Iterable[tuple]) -> None:
-        for k in keys:
+    def wait(self, keys: Iterable[tuple], desc: str | None = None) -> None:
+        """Block until these keys are compiled (or failed: the timing pass records the status). ``desc``: show a
+        progress bar, for waits that take minutes (several GPUs compile everything before timing anything)."""
+        from tqdm import tqdm
+
+        keys = list(keys)
+        for k in tqdm(keys, desc=desc, unit="binary", disable=desc is None, mininterval=2.0):
             fut = self.futures.get(k)
             if fut is not None and fut.result() is not None:
                 self.failed += 1
@@ -429,7 +434,9 @@ def collect(corpus: str, out: str, space: str = "default", shard: str = "0/1", g
                                    screen)]
         # several GPUs: compile everything first (worker processes cannot share the futures), then one process
         # per GPU, each taking its sub-shard of the base shard in the same cheap-first order
-        compiler.wait(ordered_keys)
+        compiler.wait(ordered_keys, desc="compile (all GPUs' binaries, before timing)")
+        log.info("%d of %d binaries failed to compile (their candidates are recorded as failures)", compiler.failed,
+                 len(ordered_keys))
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")

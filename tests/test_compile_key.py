@@ -41,3 +41,25 @@ def test_non_triton_candidates_need_no_binary():
     p = Problem("mm", 64, 64, 64, "float16")
     assert compile_key(p, Candidate("aten", aten_op="mm")) is None
     assert compile_key(p, Candidate("decompose_k", k_split=4)) is None
+
+
+def test_background_compiler_wait_counts_failures_and_shows_progress(capsys):
+    """``wait`` blocks on each key's compile and counts the failed ones; with ``desc`` it draws a progress bar
+    (several GPUs compile everything before timing, which takes minutes on a new GPU)."""
+    from concurrent.futures import Future
+
+    from collectors.bulk import BackgroundCompiler
+
+    def done(result):
+        f = Future()
+        f.set_result(result)
+        return f
+
+    compiler = BackgroundCompiler.__new__(BackgroundCompiler)  # no process pool: futures already finished
+    compiler.futures = {("a",): done(None), ("b",): done("OutOfResources: shared memory"), ("c",): done(None)}
+    compiler.failed = 0
+    compiler.wait([("a",), ("b",), ("unknown",)])
+    assert compiler.failed == 1
+    compiler.wait([("a",), ("b",), ("c",)], desc="compile")
+    assert compiler.failed == 2
+    assert "compile" in capsys.readouterr().err
