@@ -28,12 +28,10 @@ def pick_gemms(model: str, dataset: str, n: int, seed: int) -> list[dict]:
 
     from predictor.artifacts import read_metadata
     from predictor.schema import read_dataset
-    from predictor.split import groups_of
+    from predictor.split import in_groups, recorded_test_groups
 
-    meta = read_metadata(model)
     rows = read_dataset(dataset)
-    # the groups the model really held out (a fresh split of a grown dataset would pick others)
-    test = rows[groups_of(rows).isin(set(meta["split"]["test_groups"]))]
+    test = rows[in_groups(rows, recorded_test_groups(read_metadata(model)) or [])]
     probs = test.drop_duplicates("problem_id")
     probs = probs[probs.family_tag.str.split(":").str[0].isin(["llm", "enc", "vit", "speech"])]
     probs = probs[(probs.m > 1) & (probs.op.isin(["mm", "addmm"]))]

@@ -22,7 +22,7 @@ from predictor.rankers import make_ranker
 from predictor.schema import read_dataset
 from predictor.problem import problem_from_row
 from predictor.spaces import enumerate_space
-from predictor.split import groups_of
+from predictor.split import in_groups, recorded_test_groups
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
     meta = read_metadata(args.model)
     rows = read_dataset(args.dataset)
     device = DeviceInfo.from_metadata(rows.attrs["metadata"])
-    test = rows[groups_of(rows).isin(set(meta["split"]["test_groups"])) & (rows["family"] != "aten")]
+    test = rows[in_groups(rows, recorded_test_groups(meta) or []) & (rows["family"] != "aten")]
     aten = rows[(rows["family"] == "aten") & rows["problem_id"].isin(test["problem_id"])].set_index("problem_id")["time_us"]
     best_triton = test[test["status"] == "ok"].groupby("problem_id")["time_us"].min()
     print(f"{args.dataset}: {test['problem_id'].nunique()} held-out problems, {len(test)} Triton/TMA rows "

@@ -32,13 +32,12 @@ def main() -> None:
     from predictor.device import DeviceInfo
     from predictor.hints import FIXED_HINTS, HINT_GRID, evaluate_hint_choice, hint_set_fraction
     from predictor.schema import read_dataset
-    from predictor.split import groups_of
+    from predictor.split import in_groups, recorded_test_groups
 
     model, meta = load_model(args.model)
     device = DeviceInfo.from_metadata(meta)
     rows = read_dataset(args.dataset)
-    # the groups the model really held out (a re-split of a grown dataset would pick others)
-    test = rows[groups_of(rows).isin(set(meta["split"]["test_groups"]))]
+    test = rows[in_groups(rows, recorded_test_groups(meta) or [])]
     table = evaluate_hint_choice(rows, model, device)
     held_out_ms = test[test.family_tag.str.startswith("msweep")].groupby(["n", "k", "dtype"]).size()
     table.insert(1, "held out", [tuple(x) in held_out_ms.index for x in

@@ -31,9 +31,10 @@ def main() -> None:
     import torch
     import triton
 
-    from collectors.bulk import BackgroundCompiler, compile_key, measure_problem, problem_of
+    from collectors.bulk import BackgroundCompiler, compile_key, measure_problem
     from collectors.timing import L2Flusher
     from predictor.candidate import parse_key
+    from predictor.problem import problem_from_row
     from predictor.schema import read_dataset
 
     df = read_dataset(args.dataset)
@@ -46,14 +47,14 @@ def main() -> None:
     x = torch.randn(4096, 4096, device=dev, dtype=torch.float16)
     for _ in range(200):
         x @ x
-    plan = {pid: (problem_of(rows.iloc[0]), [parse_key(k) for k in rows.candidate]) for pid, rows in sample.groupby("problem_id")}
+    plan = {pid: (problem_from_row(rows.iloc[0]), [parse_key(k) for k in rows.candidate]) for pid, rows in sample.groupby("problem_id")}
     keys = list(dict.fromkeys(k for p, cands in plan.values() for k in (compile_key(p, c) for c in cands) if k))
     compiler = BackgroundCompiler(keys, workers=max(1, (os.cpu_count() or 2) - 2), num_sms=sms)
     compiler.wait(keys)
     compiler.close()
     out = []
     for pid, rows in sample.groupby("problem_id"):
-        p = problem_of(rows.iloc[0])
+        p = problem_from_row(rows.iloc[0])
         cands = [parse_key(k) for k in rows.candidate]
         new = measure_problem(p, cands, dev, flush, sms, reps=10, seed=args.seed)
         for (_, r), n in zip(rows.iterrows(), new):

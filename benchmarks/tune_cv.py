@@ -50,14 +50,17 @@ def main() -> None:
     from predictor.rankers import make_ranker
     from predictor.schema import read_dataset
     from predictor.artifacts import read_metadata
-    from predictor.split import split_by_group, split_by_named_groups
+    from predictor.split import recorded_test_groups, split_by_group, split_by_named_groups
     from predictor.train import evaluate_ranker
 
     rows = read_dataset(args.dataset)
     device = DeviceInfo.from_metadata(rows.attrs["metadata"])
     # the shipped models' held-out groups are dropped here and never used (a fresh fraction split of a grown
     # dataset would hold out other groups and leak the models' test problems into the validation folds)
-    train, _ = split_by_named_groups(rows, read_metadata(args.holdout_from)["split"]["test_groups"])
+    held_out = recorded_test_groups(read_metadata(args.holdout_from))
+    if not held_out:
+        raise SystemExit(f"--holdout-from {args.holdout_from}: its metadata records no split.test_groups")
+    train, _ = split_by_named_groups(rows, held_out)
     folds = [split_by_group(train, 0.25, 100 + i) for i in range(3)]  # other seeds: other validation groups
     import json
 

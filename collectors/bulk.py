@@ -79,9 +79,6 @@ def select_problems(corpus: str, shard: Shard, out: str, query: str | None, limi
     return problems.head(limit) if limit is not None else problems
 
 
-problem_of = problem_from_row  # the collectors' name for it
-
-
 # --- parallel precompilation -------------------------------------------------------------------------------
 
 def _int_class(x: int) -> int:
@@ -271,7 +268,7 @@ def collect_loop(todo: pd.DataFrame, candidates_of: Any, measure: Any, writer: P
     bar = tqdm(todo.itertuples(index=False), total=len(todo), desc=desc, unit="problem", position=position)
     try:
         for row in bar:
-            p = problem_of(row)
+            p = problem_from_row(row)
             cands = candidates_of(p)
             if before_measure is not None:
                 before_measure(p, cands)
@@ -419,7 +416,7 @@ def collect(corpus: str, out: str, space: str = "default", shard: str = "0/1", g
     problems = select_problems(corpus, base, out, query, None)
     keys_of = {}
     for row in problems.itertuples(index=False):
-        p = problem_of(row)
+        p = problem_from_row(row)
         keys_of[row.problem_id] = {k for k in (compile_key(p, c) for c in enumerate_space(p, space, device_info, tma=tma)) if k}
     order = order_by_shared_binaries(keys_of)
     if limit is not None:

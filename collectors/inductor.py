@@ -111,7 +111,7 @@ def collect_inductor(problems: Any, out: str, gpu_name: str, cc: str, metadata: 
     import triton
     from tqdm import tqdm
 
-    from .bulk import problem_of
+    from predictor.problem import problem_from_row
 
     dev = torch.device("cuda")
     done = finished_problem_ids(out)
@@ -123,7 +123,7 @@ def collect_inductor(problems: Any, out: str, gpu_name: str, cc: str, metadata: 
            "triton": triton.__version__, "schema_version": SCHEMA_VERSION, "reps": 0, "time_us_iqr": np.nan}
     n = 0
     for row in tqdm(todo.itertuples(index=False), total=len(todo), desc="inductor autotune", unit="problem"):
-        p = problem_of(row)
+        p = problem_from_row(row)
         records, seconds = autotune_problem(p, dev, tma, backends=backends, cutlass_max_configs=cutlass_max_configs)
         base = {**p.to_dict(), "family_tag": row.family_tag, **env, "compile_s": seconds}
         seen: set[str] = set()

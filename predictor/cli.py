@@ -51,8 +51,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         holdout = None
         if args.holdout_from:
             from .artifacts import read_metadata
+            from .split import recorded_test_groups
 
-            holdout = (read_metadata(args.holdout_from).get("split") or {}).get("test_groups")
+            holdout = recorded_test_groups(read_metadata(args.holdout_from))
             if not holdout:
                 raise ValueError(f"--holdout-from {args.holdout_from}: its metadata records no split.test_groups")
         result = train(args.dataset, args.ranker, args.out, seed=args.seed, space=args.space,

@@ -655,7 +655,7 @@ def run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: str | Pa
     Returns the ``metrics.json`` document.
     """
     from .schema import DatasetError, file_sha256, read_dataset
-    from .split import groups_of, split_by_group
+    from .split import in_groups, recorded_test_groups, split_by_group
 
     ks = _check_ks(ks)
     if split not in ("test", "all"):
@@ -681,11 +681,11 @@ def run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: str | Pa
 
     seed = int(meta.get("split_seed", 0))
     test_fraction = float(meta.get("test_fraction", 0.25))
-    held_out = (meta.get("split") or {}).get("test_groups")
+    held_out = recorded_test_groups(meta)
     if split == "test" and held_out:
         # exactly the groups the model was held out from: a re-split of a different dataset (the exhaustive file
         # of a model trained on default + exhaustive rows, or a grown dataset) would move groups across sides
-        is_test = groups_of(rows).isin(set(held_out))
+        is_test = in_groups(rows, held_out)
         train, test = rows[~is_test], rows[is_test]
     elif split == "test":
         try:

@@ -130,8 +130,8 @@ def kernel_set_ceiling(times: pd.DataFrame, max_kernels: int = MAX_HINTS) -> tup
     best_score, best_set = score(current), list(sets)
     best_i = int(np.argmax(best_score))
     best = (float(best_score[best_i]), best_set[best_i], current[best_i])
+    limit = int(5e7 // max(1, n * frac.shape[1]))  # sets that fit one sets x kernels x sizes table
     for step in range(max_kernels - 1):
-        limit = int(5e7 // max(1, n * frac.shape[1]))
         if len(current) > limit:  # keep the sets x kernels x sizes table in memory: grow only the best sets
             keep = np.argsort(-score(current))[:limit]
             current, sets = current[keep], [sets[i] for i in keep]

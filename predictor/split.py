@@ -45,15 +45,26 @@ def split_by_group(rows: pd.DataFrame, test_fraction: float = 0.25, seed: int = 
     return rows[~is_test].copy(), rows[is_test].copy()
 
 
+def recorded_test_groups(meta: dict) -> list[str] | None:
+    """The problem groups a model held out, as its metadata records them (None for models that predate it).
+    Evaluations and benchmarks select held-out rows by these, never by re-splitting: a re-split of a grown or
+    different dataset moves groups across the sides."""
+    return (meta.get("split") or {}).get("test_groups") or None
+
+
+def in_groups(rows: pd.DataFrame, groups: Iterable[str]) -> pd.Series:
+    """Boolean mask of the rows whose problem group is one of ``groups``."""
+    return groups_of(rows).isin(set(groups))
+
+
 def split_by_named_groups(rows: pd.DataFrame, test_groups: Iterable[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Hold out exactly ``test_groups``: how a model trained on a grown dataset keeps an earlier model's held-out
     groups unseen, so benchmarks drawn from those groups stay fair (a fraction-based split moves when groups grow)."""
     wanted = set(test_groups)
-    group = groups_of(rows)
-    unknown = sorted(wanted - set(group.unique()))
+    unknown = sorted(wanted - set(groups_of(rows).unique()))
     if unknown:
         raise ValueError(f"held-out groups not in the dataset: {', '.join(unknown[:5])}")
-    is_test = group.isin(wanted)
+    is_test = in_groups(rows, wanted)
     if is_test.all():
         raise ValueError("the held-out groups cover every row; nothing left to train on")
     return rows[~is_test].copy(), rows[is_test].copy()
