@@ -197,6 +197,17 @@ def _layout(size: tuple[int, ...], stride: tuple[int, ...]) -> str:
     return "row" if size[-1] == 1 or stride[-1] == 1 else "col"
 
 
+def _operands_key(nodes: list[Any]) -> tuple | None:
+    """The two matrix operands of a GEMM as names, sizes and strides: what ties a ``_finalize_template_configs``
+    call to the ChoiceCallers of the same GEMM in Inductor's preprocessing step (names alone repeat across
+    graphs). None when they cannot be read."""
+    try:
+        return tuple((str(n.get_name()), tuple(map(str, n.get_size())), tuple(map(str, n.get_stride())))
+                     for n in nodes[-2:]) if len(nodes) >= 2 else None
+    except Exception:  # noqa: BLE001 -- an unreadable node only means no match
+        return None
+
+
 def problem_from_inputs(kernel_inputs: Any, op: str) -> Problem:
     """The Problem as Inductor lowers it. ``align`` follows ``collectors.corpus.alignment``: the largest
     power of two <= 16 bytes dividing every non-unit operand stride, the output strides and the bases."""
@@ -250,6 +261,9 @@ class GemmPruner:
         self._load_lock = threading.Lock()
         self._stats: Counter = Counter()
         self._recent: dict[frozenset, dict[str, float]] = {}  # kept candidate keys -> their scores
+        # operands of the GEMMs cut to cuBLAS alone (aten_alone_below_us): their CUTLASS choices, which reach
+        # Inductor's preprocessing step later, are dropped too
+        self._aten_alone: dict[tuple, None] = {}
         self._filter_ms: list[float] = []  # the filter's own time per GEMM (model load included on the first)
         self._fallbacks: Counter = Counter()
         self._loaded = ranker is not None
@@ -390,8 +404,20 @@ class GemmPruner:
 
     def preprocess(self, choices: list[Any]) -> list[Any]:
         """Inductor's preprocessing step over the whole ChoiceCaller list (CUTLASS choices never pass through
-        ``_finalize_template_configs``): keep the ``cutlass_top_k`` best CUTLASS kernels (``predictor.cutlass``).
-        Any error keeps the list as it is."""
+        ``_finalize_template_configs``): a GEMM the filter cut to cuBLAS alone loses its CUTLASS choices too,
+        and otherwise the ``cutlass_top_k`` best CUTLASS kernels are kept (``predictor.cutlass``).
+
+        Why the first: below ``aten_alone_below_us`` Inductor's benchmark overstates cuBLAS, so any kernel left
+        beside it tends to win the benchmark and lose in the program. Measured on an H200 (2047x2048x2048 bf16):
+        the 4 CUTLASS kernels kept beside cuBLAS cost 107 s of nvcc, and the one Inductor picked ran 42 us in the
+        program where cuBLAS runs 23 us (docs/CUTLASS.md). Any error keeps the list as it is."""
+        is_cutlass = lambda c: str(getattr(c, "name", "")).startswith("cutlass")
+        if self._aten_alone and any(map(is_cutlass, choices)):
+            key = _operands_key(getattr(choices[0], "input_nodes", None) or [])
+            if key is not None and key in self._aten_alone:
+                with self._lock:
+                    self._stats["cutlass_considered"] += len({c.name for c in choices if is_cutlass(c)})
+                return [c for c in choices if not is_cutlass(c)]
         k = self.settings.cutlass_top_k
         if k is None:
             return choices
@@ -403,7 +429,7 @@ class GemmPruner:
         except Exception as exc:  # never break a compile
             self._warn_once("cutlass", f"CUTLASS pruning failed ({type(exc).__name__}: {exc}); keeping every choice")
             return choices
-        names = lambda cs: {c.name for c in cs if str(getattr(c, "name", "")).startswith("cutlass")}
+        names = lambda cs: {c.name for c in cs if is_cutlass(c)}
         with self._lock:
             self._stats["cutlass_considered"] += len(names(choices))
             self._stats["cutlass_kept"] += len(names(kept))
@@ -521,6 +547,8 @@ class GemmPruner:
                                   self.device)
             keep_idx = aten_alone_if_small(keep_idx, scores, [c.family == "aten" for c in cands], ideal,
                                            s.aten_alone_below_us)
+            if len(keep_idx) == 1 and cands[int(keep_idx[0])].family == "aten" and ideal < s.aten_alone_below_us:
+                self._remember_aten_alone(kernel_inputs)
         if s.epilogue_templates and not hinted and output_feeds_pointwise(_lowering_node()):
             before = len(keep_idx)
             keep_idx = with_epilogue_templates(keep_idx, scores, [c.family == "triton_mm" for c in cands],
@@ -541,6 +569,15 @@ class GemmPruner:
                       [cands[i].key for i in sorted(keep)],
                       ", ".join(f"{cands[i].key}={scores[i]:.3f}" for i in ranked))
         return [choices[i] for i in sorted(keep)]
+
+    def _remember_aten_alone(self, kernel_inputs: Any) -> None:
+        key = _operands_key(list(kernel_inputs.nodes()) if hasattr(kernel_inputs, "nodes") else [])
+        if key is None:
+            return
+        with self._lock:
+            if len(self._aten_alone) >= _RECENT_DECISIONS:
+                self._aten_alone.pop(next(iter(self._aten_alone)))
+            self._aten_alone[key] = None
 
     def _predicted_hints(self, problem: Problem, cands: list[Candidate], scores: np.ndarray,
                          groups: dict[int | None, list[int]]) -> set[int]:

@@ -51,6 +51,9 @@ class FakeNode:
     def get_dtype(self):
         return self.dtype
 
+    def get_name(self):
+        return "arg0_1"  # graph input names repeat across graphs: the hook must not rely on them alone
+
 
 class FakeInputs:
     """What the hook reads of ``MMKernelInputs``."""
@@ -827,3 +830,38 @@ def test_the_lowering_node_is_seen_during_a_real_compile(model_root):
         torch.compile(block, mode="max-autotune-no-cudagraphs")(torch.randn(40, 48))
     torch._dynamo.reset()
     assert ("addmm", True) in seen and ("addmm", False) in seen
+
+
+def test_a_gemm_cut_to_cublas_alone_loses_its_cutlass_choices_too():
+    """CUTLASS choices reach Inductor's preprocessing step after the filter: where the filter kept cuBLAS alone
+    (small GEMM, favoured aten), any CUTLASS kernel left beside it would win Inductor's biased benchmark."""
+    def aten_first(problem):
+        choices = fake_choices(problem)
+        scores = np.arange(len(choices), dtype=float)
+        scores[0] = len(choices) + 0.5
+        return choices, PositionRanker(scores)
+
+    def callers(inputs):
+        desc = "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_{}_1x1x1_0_tnn_align8_warpspecialized_epi_nosmem"
+        out = [SimpleNamespace(name="mm", description="", input_nodes=inputs.nodes())]
+        out += [SimpleNamespace(name=f"cutlass_{t}", description=desc.format(t) + f" swizzle={s}",
+                                input_nodes=inputs.nodes(), layout=SimpleNamespace(size=[4096, 4096]))
+                for t in ("64x64x64", "128x128x64") for s in (1, 2)]
+        return out
+
+    small, large = mm_inputs(512, 768, 3072), mm_inputs(8192, 8192, 8192)
+    p = pruner(top_k=3, margin=None, cutlass_top_k=1)
+    choices, p.ranker = aten_first(PROBLEM)
+    assert p.filter(choices, small, "mm") == [choices[0]]
+    assert [c.name for c in p.preprocess(callers(small))] == ["mm"]
+    choices, p.ranker = aten_first(Problem("mm", 8192, 8192, 8192, "float16"))
+    assert len(p.filter(choices, large, "mm")) == 3  # not small: Triton configs kept, and one CUTLASS kernel
+    assert [c.name for c in p.preprocess(callers(large))] == ["mm", "cutlass_128x128x64", "cutlass_128x128x64"]
+    # another GEMM with the same operand names but other sizes is not mistaken for the small one
+    other = mm_inputs(512, 768, 3072 * 2)
+    assert len({c.name for c in p.preprocess(callers(other))}) == 2
+    # without the aten-alone rule nothing is remembered and CUTLASS is cut to the top kernel only
+    q = pruner(top_k=3, margin=None, cutlass_top_k=1, aten_alone_below_us=None)
+    choices, q.ranker = aten_first(PROBLEM)
+    q.filter(choices, small, "mm")
+    assert len(q.preprocess(callers(small))) == 3
