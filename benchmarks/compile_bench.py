@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -253,7 +254,7 @@ def run_mode(g: dict, mode: str, model: str, exhaustive_model: str) -> dict:
         for choice in choices:
             t = timings.get(choice, float("inf"))
             label = f"{choice.name} {getattr(choice, 'description', '') or ''}".strip()
-            timed[label] = float(t) * 1e3 if t == t and t != float("inf") else float("nan")
+            timed[label] = float(t) * 1e3 if math.isfinite(t) else float("nan")
 
     clear_feedback_savers()
     add_feedback_saver(saver)

@@ -1,8 +1,8 @@
 """Offline: how well each ranker orders the exhaustive space's Triton configs alone (aten left out).
 
 On the exhaustive dataset cuBLAS is the fastest candidate of most problems (all with M, N >= 256), so the usual
-oracle@k is close to 1.0 for any ranker that puts aten first; this asks the harder question the exhaustive hook depends on when a Triton kernel
-is wanted (epilogue fusion, aten excluded): among ~2400 Triton/TMA configs, how close is the top-k to the best?
+oracle@k is close to 1.0 for any ranker that puts aten first; this asks the harder question the exhaustive hook
+depends on when a Triton kernel is wanted (epilogue fusion, aten excluded): among ~2400 Triton/TMA configs, how close is the top-k to the best?
 Held-out side = the split model's test groups.
 
     python benchmarks/exhaustive_triton_eval.py --model models/h200-exhaustive-lgbm \

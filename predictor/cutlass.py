@@ -29,6 +29,11 @@ def tile_score(m: int, n: int, c: Candidate, sm_count: int) -> float:
     return math.log(min(useful, 1.0)) - 0.05 * abs(math.log2(c.block_m * c.block_n / min(per_sm, 256 * 128)))
 
 
+def is_cutlass_choice(choice: Any) -> bool:
+    """A CUTLASS ChoiceCaller (Inductor names them ``cutlass_<hash>``, one name per kernel, shared by its swizzles)."""
+    return str(getattr(choice, "name", "")).startswith("cutlass")
+
+
 def _output_mn(choice: Any) -> tuple[int, int] | None:
     try:
         size = [int(s) for s in choice.layout.size]  # symbolic sizes raise: then nothing is pruned
@@ -42,7 +47,7 @@ def prune_cutlass(choices: Sequence[Any], top_k: int, sm_count: int) -> list[Any
     CUTLASS ones; every other choice and the order are untouched. Unknown CUTLASS names are kept."""
     kernels: dict[str, Candidate] = {}
     for choice in choices:
-        if str(getattr(choice, "name", "")).startswith("cutlass"):
+        if is_cutlass_choice(choice):
             try:
                 kernels.setdefault(choice.name, from_choice_caller(choice.name, getattr(choice, "description", "")))
             except ValueError:

@@ -36,6 +36,7 @@ import pandas as pd
 
 from .artifacts import METADATA_FILE, ModelError, load_model, read_metadata
 from .candidate import CANDIDATE_FIELDS, Candidate, from_choice_caller, from_template_kwargs
+from .cutlass import is_cutlass_choice, prune_cutlass
 from .device import DeviceInfo
 from .features import ideal_time_us
 from .rankers.base import (ATEN_ALONE_BELOW_US, aten_alone_if_small, keep_best, with_aten_fallback,
@@ -409,27 +410,24 @@ class GemmPruner:
 
         Why the first: below ``aten_alone_below_us`` Inductor's benchmark overstates cuBLAS, so any kernel left
         beside it tends to win the benchmark and lose in the program. Measured on an H200 (2047x2048x2048 bf16):
-        the 4 CUTLASS kernels kept beside cuBLAS cost 107 s of nvcc, and the one Inductor picked ran 42 us in the
-        program where cuBLAS runs 23 us (docs/CUTLASS.md). Any error keeps the list as it is."""
-        is_cutlass = lambda c: str(getattr(c, "name", "")).startswith("cutlass")
-        if self._aten_alone and any(map(is_cutlass, choices)):
+        the 4 CUTLASS kernels kept beside cuBLAS cost 109 s of compile, and the one Inductor picked ran 42 us in
+        the program where cuBLAS runs 23 us (docs/CUTLASS.md). Any error keeps the list as it is."""
+        if self._aten_alone and any(map(is_cutlass_choice, choices)):
             key = _operands_key(getattr(choices[0], "input_nodes", None) or [])
             if key is not None and key in self._aten_alone:
                 with self._lock:
-                    self._stats["cutlass_considered"] += len({c.name for c in choices if is_cutlass(c)})
-                return [c for c in choices if not is_cutlass(c)]
+                    self._stats["cutlass_considered"] += len({c.name for c in choices if is_cutlass_choice(c)})
+                return [c for c in choices if not is_cutlass_choice(c)]
         k = self.settings.cutlass_top_k
         if k is None:
             return choices
         try:
-            from .cutlass import prune_cutlass
-
             device = self.device if self.device is not None else self.settings.device or _this_gpu()
             kept = prune_cutlass(choices, k, device.sm_count if device is not None else 132)
         except Exception as exc:  # never break a compile
             self._warn_once("cutlass", f"CUTLASS pruning failed ({type(exc).__name__}: {exc}); keeping every choice")
             return choices
-        names = lambda cs: {c.name for c in cs if is_cutlass(c)}
+        names = lambda cs: {c.name for c in cs if is_cutlass_choice(c)}
         with self._lock:
             self._stats["cutlass_considered"] += len(names(choices))
             self._stats["cutlass_kept"] += len(names(kept))
