@@ -1,7 +1,11 @@
-"""gemm-predictor: rank Inductor GEMM candidates so max-autotune benchmarks only the few that win."""
+"""gemm-predictor: choose Inductor's GEMM kernels from a model trained on the target GPU.
+
+``predictor.compile(model)`` is the recommended call; ``install``/``pruning`` prune stock max-autotune instead.
+"""
 
 from .candidate import Candidate
+from .compiling import compile
 from .hook import install, pruning, stats, uninstall
 from .problem import Problem
 
-__all__ = ["Candidate", "Problem", "install", "uninstall", "pruning", "stats"]
+__all__ = ["Candidate", "Problem", "compile", "install", "uninstall", "pruning", "stats"]

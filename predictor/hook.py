@@ -9,7 +9,8 @@ inputs, scores the candidates with the model and returns the best ``top_k`` (plu
 choice with ``keep_aten``) in Inductor's own order.
 
 The hook must never break a compile: any exception, an unknown op or template, or a model that does
-not fit this GPU makes it log one warning and return Inductor's full list (stock max-autotune).
+not fit this GPU makes it log one warning and keep what plain ``torch.compile`` runs, the aten choice alone
+(``fallback="aten"``, the default), or Inductor's full list (``fallback="full"``: stock max-autotune).
 
 Torch is imported lazily, so ``import predictor`` stays cheap on machines that only train or evaluate.
 """
@@ -41,6 +42,7 @@ from .device import DeviceInfo
 from .features import ideal_time_us
 from .rankers.base import (ATEN_ALONE_BELOW_US, aten_alone_if_small, keep_best, with_aten_fallback,
                            with_epilogue_templates)
+from .policy import DECIDE_MIN_GAP, FALLBACKS, decide_one, fallback_choices, problem_kind
 from .problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
 from .spaces import SPACES
 
@@ -65,10 +67,11 @@ _RECENT_DECISIONS = 256  # kept-score records remembered for override_best_choic
 class _PassThrough(Exception):
     """Internal: leave this GEMM's list alone, for ``reason`` (a stats key)."""
 
-    def __init__(self, reason: str, message: str, warn: bool = True) -> None:
+    def __init__(self, reason: str, message: str, warn: bool = True, keep_all: bool = False) -> None:
         super().__init__(message)
         self.reason = reason
         self.warn = warn
+        self.keep_all = keep_all  # not ours to judge (a CPU GEMM): the whole list whatever the fallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +91,9 @@ class HookSettings:
     override_gap: float | None = None
     cutlass_top_k: int | None = None
     epilogue_templates: int = 0
+    policy: str = "prune"  # "prune": keep the top k for Inductor to benchmark; "decide": one choice, no benchmark
+    decide_gap: float = DECIDE_MIN_GAP
+    fallback: str = "aten"  # what a GEMM the hook cannot rank keeps: "aten" (plain's choice) or "full"
 
     def __post_init__(self) -> None:
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
@@ -115,6 +121,13 @@ class HookSettings:
             raise ValueError(f"epilogue_templates must be a non-negative integer, got {et!r}")
         if self.hints not in (None, "predict"):
             raise ValueError(f"unknown hints mode {self.hints!r}; expected None or 'predict'")
+        if self.policy not in ("prune", "decide"):
+            raise ValueError(f"unknown policy {self.policy!r}; expected 'prune' or 'decide'")
+        if self.fallback not in FALLBACKS:
+            raise ValueError(f"unknown fallback {self.fallback!r}; expected one of {', '.join(FALLBACKS)}")
+        gap = self.decide_gap
+        if isinstance(gap, bool) or not (isinstance(gap, (int, float)) and math.isfinite(gap)):
+            raise ValueError(f"decide_gap must be a finite number, got {self.decide_gap!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,14 +313,14 @@ class GemmPruner:
             device = s.device if s.device is not None else _this_gpu()
         except Exception as exc:  # noqa: BLE001 -- a broken CUDA set-up must not break compiling
             return self._disable("no_model", f"cannot query the GPU ({type(exc).__name__}: {exc}); "
-                                 "passing every GEMM through to stock max-autotune")
+                                 f"every GEMM: {self._fallback_words()}")
         if device is None:
-            return self._disable("no_model", "no CUDA device; passing every GEMM through to stock max-autotune")
+            return self._disable("no_model", f"no CUDA device; every GEMM: {self._fallback_words()}")
         if s.model is None:
             folder = find_model(device, s.space, allow_similar=s.allow_similar_gpu)
             if folder is None:
                 return self._disable("no_model", f"no model for {device.gpu} (cc {device.cc}) under "
-                                     f"{', '.join(map(str, model_roots()))}; passing every GEMM through")
+                                     f"{', '.join(map(str, model_roots()))}; every GEMM: {self._fallback_words()}")
         else:
             folder = Path(s.model)
         try:
@@ -318,10 +331,10 @@ class GemmPruner:
                        and trained_for.same_architecture(device))
             self.ranker, self.metadata = load_model(folder, expect_device=None if similar else device)
         except ModelError as exc:
-            return self._disable("no_model", f"{exc}; passing every GEMM through")
+            return self._disable("no_model", f"{exc}; every GEMM: {self._fallback_words()}")
         except Exception as exc:  # noqa: BLE001 -- load_model wraps known errors; this is the rest
             return self._disable("no_model", f"{folder}: cannot load ({type(exc).__name__}: {exc}); "
-                                 "passing every GEMM through")
+                                 f"every GEMM: {self._fallback_words()}")
         self.model_path = folder
         self.device = DeviceInfo.from_metadata(self.metadata)
         if similar:
@@ -359,7 +372,8 @@ class GemmPruner:
                    "min_confidence": s.min_confidence, "hints": s.hints, "margin": self.margin,
                    "aten_alone_below_us": s.aten_alone_below_us, "override_gap": s.override_gap,
                    "cutlass_top_k": s.cutlass_top_k, "epilogue_templates": s.epilogue_templates,
-                   "allow_similar_gpu": s.allow_similar_gpu}
+                   "allow_similar_gpu": s.allow_similar_gpu, "policy": s.policy, "decide_gap": s.decide_gap,
+                   "fallback": s.fallback}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self._uuid
 
@@ -458,15 +472,15 @@ class GemmPruner:
                 if not kept:
                     raise _PassThrough("empty", f"nothing kept of {len(choices)} choices for {op_name}")
             except _PassThrough as exc:
-                kept, fallback = choices, exc.reason
+                kept, fallback = (choices if exc.keep_all else self._fallback(choices)), exc.reason
                 if exc.warn:
-                    self._warn_once(exc.reason, f"{exc}; passing these choices through unchanged")
+                    self._warn_once(exc.reason, f"{exc}; {self._fallback_words()}")
                 else:
-                    log.debug("gemm-predictor: %s; passing %d choices through", exc, len(choices))
+                    log.debug("gemm-predictor: %s; %s (%d choices)", exc, self._fallback_words(), len(choices))
             except Exception as exc:  # the hook must never break a compile
-                kept, fallback = choices, "error"
+                kept, fallback = self._fallback(choices), "error"
                 self._warn_once("error", f"choice filter failed for {op_name} ({type(exc).__name__}: {exc}); "
-                                "passing the choices through unchanged")
+                                f"{self._fallback_words()}")
                 log.debug("gemm-predictor: filter failure", exc_info=True)
         elapsed_ms = (time.perf_counter() - start) * 1e3
         if elapsed_ms > SLOW_FILTER_MS:
@@ -482,12 +496,32 @@ class GemmPruner:
                 self._fallbacks[fallback] += 1
         return kept
 
+    def _fallback(self, choices: list[Any]) -> list[Any]:
+        try:
+            return fallback_choices(choices, self.settings.fallback)
+        except Exception:  # noqa: BLE001 -- an odd choice object: the full list is always valid
+            return choices
+
+    def _fallback_words(self) -> str:
+        return ("keeping Inductor's whole list (fallback='full')" if self.settings.fallback == "full"
+                else "keeping the aten/cuBLAS choice alone, as plain torch.compile would (fallback='aten')")
+
+    def _trusted(self, problem: Problem) -> bool:
+        """Whether the model was trained on this kind of problem (op, dtype, layouts): a Triton pick is only
+        taken over cuBLAS for kinds it has labels for. Why: int8 labels are all B row-major, while real int8 code
+        (torchao, ``F.linear`` weights) runs B column-major, cuBLAS's fast path (the hook kept Triton there and
+        ran 0.86x plain)."""
+        kinds = (self.metadata.get(RANGES_KEY) or {}).get("kinds")
+        if not isinstance(kinds, list):
+            return True
+        return problem_kind(problem.op, problem.dtype, problem.layout_a, problem.layout_b) in kinds
+
     def _prune(self, choices: list[Any], kernel_inputs: Any, op_name: str) -> list[Any]:
         s = self.settings
         if self.ranker is None:
             raise _PassThrough(self.disabled or "no_model", "no usable model", warn=False)
         if s.device is None and getattr(kernel_inputs, "device_type", "cuda") != "cuda":
-            raise _PassThrough("not_cuda", f"{op_name} on {kernel_inputs.device_type}", warn=False)
+            raise _PassThrough("not_cuda", f"{op_name} on {kernel_inputs.device_type}", warn=False, keep_all=True)
         op = INDUCTOR_OPS.get(op_name)
         if op is None:
             raise _PassThrough("unknown_op", f"unknown GEMM op {op_name!r}")
@@ -502,7 +536,9 @@ class GemmPruner:
             groups.setdefault(hint, []).append(i)
         hinted = any(h is not None for h in groups)
         choosing_hints = hinted and s.hints == "predict"
-        if all(len(members) <= s.top_k for members in groups.values()) and not choosing_hints:
+        deciding = s.policy == "decide" and not hinted
+        if len(choices) == 1 or (not deciding and not choosing_hints
+                                 and all(len(members) <= s.top_k for members in groups.values())):
             return choices  # nothing to prune: skip the problem and the model
 
         problem = problem_from_inputs(kernel_inputs, op)
@@ -516,6 +552,12 @@ class GemmPruner:
         scores = np.asarray(scores, dtype=np.float64)
         if scores.shape != (len(choices),) or not np.isfinite(scores).all():
             raise ValueError(f"the ranker returned {scores.shape} scores, not {len(choices)} finite ones")
+
+        if deciding:
+            is_aten = [c.family == "aten" for c in cands]
+            chosen = decide_one(scores, is_aten, self._trusted(problem), s.decide_gap)
+            log.debug("gemm-predictor: %s (%s): decided %s of %d", op_name, problem, cands[chosen].key, len(cands))
+            return [choices[chosen]]
 
         # Inductor's scheduler needs a Triton kernel for every hint in config.multi_kernel_hints (it takes the
         # min over each hint group's Triton timings), so a hint not worth autotuning keeps its favourite alone
@@ -773,6 +815,7 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
             min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
             allow_similar_gpu: bool = True, aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US,
             override_gap: float | None = None, cutlass_top_k: int | None = None, epilogue_templates: int = 0,
+            policy: str = "prune", decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten",
             _device: DeviceInfo | None = None) -> GemmPruner:
     """Make max-autotune benchmark only the predicted top ``top_k`` candidates of every GEMM.
 
@@ -806,15 +849,27 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     set, None keeps the top k of every hint group (scored with M = the hint); ``"predict"`` keeps the top k
     only for the hints worth autotuning (``predictor.hints``: at most 3, each adding a kernel the model expects
     to win somewhere over the hints' span) and the favourite alone for the others (Inductor needs a Triton
-    kernel for every hint in ``config.multi_kernel_hints``; which hints exist is that global setting). ``_device``: tests only, pretend this is the
-    GPU (and prune GEMMs of any device type).
+    kernel for every hint in ``config.multi_kernel_hints``; which hints exist is that global setting).
+    ``policy``: ``"prune"`` keeps the top k (and the rules above) for Inductor to benchmark; ``"decide"`` keeps
+    exactly one choice per GEMM, used without any benchmark: the model's favourite where it beats the best aten
+    choice by ``decide_gap`` score units on a kind of problem it was trained on, else aten (``predictor.policy``;
+    ``predictor.compile`` uses it). ``fallback``: what a GEMM keeps when the hook cannot rank it (an op or
+    template it does not know, no model for this GPU, any error): ``"aten"`` (default) the aten choice alone, as
+    plain ``torch.compile`` runs it; ``"full"`` Inductor's whole list (stock max-autotune). ``_device``: tests
+    only, pretend this is the GPU (and prune GEMMs of any device type).
 
     Returns the pruner (``.stats()``, ``.uuid()``); ``uninstall()`` restores the previous settings."""
     settings = HookSettings(model=None if model is None else str(model), top_k=top_k, space=space,
                             keep_aten=keep_aten, min_confidence=min_confidence, hints=hints, device=_device,
                             margin=margin, allow_similar_gpu=allow_similar_gpu,
                             aten_alone_below_us=aten_alone_below_us, override_gap=override_gap,
-                            cutlass_top_k=cutlass_top_k, epilogue_templates=epilogue_templates)
+                            cutlass_top_k=cutlass_top_k, epilogue_templates=epilogue_templates,
+                            policy=policy, decide_gap=decide_gap, fallback=fallback)
+    return install_settings(settings)
+
+
+def install_settings(settings: HookSettings) -> GemmPruner:
+    """``install()`` from a ready :class:`HookSettings`."""
     pruner = GemmPruner(settings).load()
     from torch._inductor import config
 
@@ -826,7 +881,7 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     _register_preprocessing()
     _LAST[:] = [pruner]
     config.inductor_choices_class = pruner
-    config.max_autotune_gemm_search_space = SEARCH_SPACE[space]
+    config.max_autotune_gemm_search_space = SEARCH_SPACE[settings.space]
     _drop_cached_choices()
     return pruner
 
@@ -851,12 +906,14 @@ def pruning(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
             min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
             allow_similar_gpu: bool = True, aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US,
             override_gap: float | None = None, cutlass_top_k: int | None = None, epilogue_templates: int = 0,
+            policy: str = "prune", decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten",
             _device: DeviceInfo | None = None) -> Iterator[GemmPruner]:
     """``with pruning(top_k=3): torch.compile(...)(x)`` — ``install`` for the block, ``uninstall`` after."""
     pruner = install(model, top_k, space, keep_aten, min_confidence, hints, margin=margin,
                      allow_similar_gpu=allow_similar_gpu, aten_alone_below_us=aten_alone_below_us,
                      override_gap=override_gap, cutlass_top_k=cutlass_top_k,
-                     epilogue_templates=epilogue_templates, _device=_device)
+                     epilogue_templates=epilogue_templates, policy=policy, decide_gap=decide_gap,
+                     fallback=fallback, _device=_device)
     try:
         yield pruner
     finally:

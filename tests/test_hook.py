@@ -111,6 +111,8 @@ class RaisingRanker:
 
 
 def pruner(ranker=None, metadata=None, **settings) -> GemmPruner:
+    """A pruner over a stand-in ranker; ``fallback="full"`` unless given, so pass-through tests see the whole list."""
+    settings.setdefault("fallback", "full")
     return GemmPruner(HookSettings(**settings), ranker=ranker or PositionRanker(),
                       metadata=metadata or {"device": DEVICE.to_dict(), "model_sha256": "abc"})
 
@@ -200,7 +202,7 @@ def test_non_cuda_gemms_are_left_alone():
     inputs = mm_inputs(512, 768, 3072)
     inputs.device_type = "cpu"
     p = GemmPruner(HookSettings(top_k=2), ranker=PositionRanker(), metadata={"device": DEVICE.to_dict()})
-    assert p.filter(choices, inputs, "mm") is choices and p.stats()["fallbacks"] == {"not_cuda": 1}
+    assert p.filter(choices, inputs, "mm") is choices and p.stats()["fallbacks"] == {"not_cuda": 1}  # whatever the fallback
 
 
 def test_multi_kernel_hints_keep_top_k_per_group_scored_with_the_hint():
@@ -359,7 +361,7 @@ def test_find_model_prefers_lgbm_all_for_this_gpu(model_root, monkeypatch):
 def test_model_for_another_gpu_passes_through_with_one_warning(model_root, caplog):
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         p = GemmPruner(HookSettings(model=str(model_root / "other"), top_k=2, device=DEVICE,
-                                    allow_similar_gpu=False)).load()
+                                    allow_similar_gpu=False, fallback="full")).load()
         choices = fake_choices(PROBLEM)
         assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") is choices
         assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") is choices
@@ -376,7 +378,9 @@ def test_model_for_a_gpu_of_the_same_architecture_is_used_with_one_warning(model
     # another architecture (fewer SMs, e.g. an H100 PCIe) is still refused
     smaller = dataclasses.replace(DEVICE, gpu="Small GPU", sm_count=114)
     q = GemmPruner(HookSettings(model=str(model_root / "other"), top_k=2, device=smaller)).load()
-    assert q.disabled == "no_model" and q.filter(choices, mm_inputs(512, 768, 3072), "mm") is choices
+    # refused: the GEMM gets what plain torch.compile runs (the aten choice alone), not stock max-autotune
+    assert q.disabled == "no_model" and q.filter(choices, mm_inputs(512, 768, 3072), "mm") == [choices[0]]
+    assert choices[0].template.uid == "aten::mm"
 
 
 def test_filter_overhead_with_a_real_model(model_root):
@@ -865,3 +869,77 @@ def test_a_gemm_cut_to_cublas_alone_loses_its_cutlass_choices_too():
     choices, q.ranker = aten_first(PROBLEM)
     q.filter(choices, small, "mm")
     assert len(q.preprocess(callers(small))) == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# The fallback (what a GEMM the hook cannot rank keeps) and the "decide" policy
+# ---------------------------------------------------------------------------------------------
+
+def test_unknown_op_keeps_the_aten_choice_alone_by_default_and_everything_on_request(caplog):
+    """An op the hook does not know (``scaled_mm``, ``baddbmm``) gets plain torch.compile's choice, with one warning;
+    ``fallback="full"`` opts into stock max-autotune."""
+    scaled = [ktc("aten::_scaled_mm"), ktc("triton::scaled_mm_device_tma", BLOCK_M=128),
+              ktc("triton::mm", BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, num_stages=3, num_warps=4, GROUP_M=8)]
+    p = GemmPruner(HookSettings(top_k=2), ranker=PositionRanker(), metadata={"device": DEVICE.to_dict()})
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert p.filter(scaled, mm_inputs(512, 768, 3072), "scaled_mm") == [scaled[0]]
+        assert p.filter(scaled, mm_inputs(512, 768, 3072), "scaled_mm") == [scaled[0]]
+    assert len(caplog.records) == 1 and "scaled_mm" in caplog.records[0].getMessage()
+    assert "aten/cuBLAS choice alone" in caplog.records[0].getMessage()
+    assert p.stats()["fallbacks"] == {"unknown_op": 2}
+    full = GemmPruner(HookSettings(top_k=2, fallback="full"), ranker=PositionRanker(),
+                      metadata={"device": DEVICE.to_dict()})
+    assert full.filter(scaled, mm_inputs(512, 768, 3072), "scaled_mm") is scaled
+    # a list without any aten choice has nothing safer to fall back to: it is kept whole
+    no_aten = scaled[1:]
+    assert p.filter(no_aten, mm_inputs(512, 768, 3072), "scaled_mm") is no_aten
+
+
+def test_settings_refuse_an_unknown_policy_or_fallback():
+    with pytest.raises(ValueError, match="policy"):
+        HookSettings(policy="vote")
+    with pytest.raises(ValueError, match="fallback"):
+        HookSettings(fallback="cublas")
+    with pytest.raises(ValueError, match="decide_gap"):
+        HookSettings(decide_gap=float("nan"))
+
+
+def _scores_favouring(choices, favourite: int, gap: float) -> np.ndarray:
+    """Scores where ``choices[favourite]`` leads the aten choice (index 0) by ``gap`` and everything else trails."""
+    scores = np.zeros(len(choices))
+    scores[favourite] = gap
+    return scores
+
+
+def test_decide_keeps_exactly_one_choice_triton_only_past_the_gap():
+    choices = fake_choices(PROBLEM)
+    assert choices[0].template.uid == "aten::mm" and len(choices) > 5
+    inputs = mm_inputs(512, 768, 3072)
+    # the favourite leads aten by more than the gap: it alone, no benchmark
+    confident = pruner(PositionRanker(_scores_favouring(choices, 3, 2.5)), policy="decide", decide_gap=2.0)
+    assert confident.filter(choices, inputs, "mm") == [choices[3]]
+    # by less: cuBLAS alone (plain torch.compile's choice)
+    unsure = pruner(PositionRanker(_scores_favouring(choices, 3, 1.5)), policy="decide", decide_gap=2.0)
+    assert unsure.filter(choices, inputs, "mm") == [choices[0]]
+    # aten favoured: aten alone
+    scores = np.zeros(len(choices))
+    scores[0] = 1.0
+    assert pruner(PositionRanker(scores), policy="decide").filter(choices, inputs, "mm") == [choices[0]]
+    assert confident.stats()["kept_total"] == 1 and confident.stats()["pruned"] == 1
+
+
+def test_decide_trusts_triton_only_for_kinds_the_model_was_trained_on():
+    """int8 labels are all B row-major; real int8 code runs B column-major (cuBLAS's fast path): a Triton pick
+    for an untrained kind is not taken over cuBLAS, however confident the model is."""
+    problem = Problem("int_mm", 512, 768, 3072, "int8", out_dtype="int32", layout_b="col")
+    choices = fake_choices(problem)
+    assert choices[0].template.uid == "aten::_int_mm"
+    inputs = FakeInputs(FakeNode((512, 3072), (3072, 1), torch.int8), FakeNode((3072, 768), (1, 3072), torch.int8),
+                        out_dtype=torch.int32)
+    meta = {"device": DEVICE.to_dict(), "model_sha256": "abc",
+            "problem_ranges": {"kinds": ["int_mm/int8/row/row", "mm/float16/row/row"]}}
+    ranker = PositionRanker(_scores_favouring(choices, 2, 5.0))
+    p = pruner(ranker, metadata=meta, policy="decide")
+    assert p.filter(choices, inputs, "int_mm") == [choices[0]]
+    meta["problem_ranges"]["kinds"].append("int_mm/int8/row/col")
+    assert pruner(ranker, metadata=meta, policy="decide").filter(choices, inputs, "int_mm") == [choices[2]]
