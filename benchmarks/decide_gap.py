@@ -1,0 +1,77 @@
+"""Calibrate ``predictor.policy.DECIDE_MIN_GAP``: how far must the model's favourite Triton kernel lead cuBLAS?
+
+    python -m benchmarks.decide_gap --model models/h200-default-lgbm --dataset datasets/nvidia-h200/default.parquet
+
+On the model's held-out problem groups (shapes it never trained on), for every problem with an aten candidate:
+the score gap between the model's favourite and the best aten candidate, and the true time ratio (aten / favourite).
+Prints, per gap threshold, how often a non-aten pick runs > 3% slower than cuBLAS and the "decide" policy's
+oracle (geomean over problems of best time / time of the one kept candidate). CPU only.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pandas as pd
+
+from predictor.artifacts import load_model
+from predictor.device import DeviceInfo
+from predictor.schema import read_dataset
+from predictor.split import in_groups, recorded_test_groups
+
+THRESHOLDS = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, float("inf"))
+
+
+def per_problem(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per problem: favourite's family, score gap over the best aten, and the true times involved."""
+    rows = rows.assign(aten=rows.family == "aten")
+    best = rows.groupby("problem_id").time_us.min().rename("best_us")
+    fav = rows.loc[rows.groupby("problem_id").score.idxmax(), ["problem_id", "family", "score", "time_us", "dtype",
+                                                                 "op", "layout_b"]]
+    aten = rows[rows.aten]
+    aten = aten.loc[aten.groupby("problem_id").score.idxmax(), ["problem_id", "score", "time_us"]]
+    out = fav.merge(aten, on="problem_id", suffixes=("", "_aten")).merge(best, on="problem_id")
+    out["gap"] = out.score - out.score_aten
+    out["aten_over_fav"] = out.time_us_aten / out.time_us
+    return out
+
+
+def table(p: pd.DataFrame) -> pd.DataFrame:
+    triton = p[p.family != "aten"]
+    lines = []
+    for th in THRESHOLDS:
+        picked = triton[triton.gap >= th]
+        chosen_us = np.where((p.family != "aten") & (p.gap >= th), p.time_us, p.time_us_aten)
+        frac = p.best_us / chosen_us
+        lines.append({"gap >=": th, "triton picks": len(picked),
+                      "picks > 3% slower than cuBLAS": round(float((picked.aten_over_fav < 0.97).mean()), 3)
+                      if len(picked) else float("nan"),
+                      "picks' geomean gain": round(float(np.exp(np.log(picked.aten_over_fav).mean())), 3)
+                      if len(picked) else float("nan"),
+                      "policy oracle": round(float(np.exp(np.log(frac).mean())), 4),
+                      "policy p5": round(float(np.quantile(frac, 0.05)), 3)})
+    return pd.DataFrame(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="models/h200-default-lgbm", help="a model trained with a held-out split")
+    parser.add_argument("--dataset", default="datasets/nvidia-h200/default.parquet")
+    args = parser.parse_args(argv)
+    ranker, meta = load_model(args.model)
+    groups = recorded_test_groups(meta)
+    if not groups:
+        parser.error(f"{args.model} records no held-out groups (a --refit-all model?); pass a split model")
+    rows = read_dataset(args.dataset)
+    rows = rows[in_groups(rows, groups) & (rows.status == "ok")].reset_index(drop=True)
+    rows["score"] = ranker.score(rows, DeviceInfo.from_metadata(meta))
+    p = per_problem(rows)
+    print(f"{args.model} on {len(p)} held-out problems of {args.dataset} ({(p.family != 'aten').sum()} favour non-aten)")
+    print(table(p).to_string(index=False))
+    for dtype, g in p.groupby("dtype"):
+        print(f"  {dtype}: {len(g)} problems, {(g.family != 'aten').sum()} favour non-aten")
+
+
+if __name__ == "__main__":
+    main()

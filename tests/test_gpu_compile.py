@@ -1,0 +1,65 @@
+"""On a GPU: ``predictor.compile`` keeps exactly one choice per GEMM, so Inductor benchmarks nothing, and the
+compiled model (forward and backward) matches eager. A GEMM op the hook does not know gets the aten choice alone.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import predictor
+from predictor import hook
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+@pytest.fixture
+def feedback():
+    """Every autotune benchmark Inductor runs, as (name, number of timed choices)."""
+    from torch._inductor import select_algorithm
+
+    benchmarked: list[tuple[str, int]] = []
+    select_algorithm.add_feedback_saver(lambda timings, name, *rest: benchmarked.append((name, len(timings))))
+    torch._dynamo.reset()
+    yield benchmarked
+    select_algorithm.clear_feedback_savers()
+    torch._dynamo.reset()
+    while hook._STACK:
+        predictor.uninstall()
+
+
+def test_compile_decides_every_gemm_without_benchmarking(feedback):
+    from torch._inductor import config
+    from torch._inductor.utils import fresh_cache
+
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
+    mlp = mlp.to(torch.bfloat16)
+    x = torch.randn(8, 256, 1024, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    with fresh_cache(), config.patch(fx_graph_cache=False, autotune_local_cache=False):
+        compiled = predictor.compile(mlp)
+        for _ in range(3):  # CUDA graph trees record on a later call
+            out = compiled(x)
+            out.float().sum().backward()
+        torch.cuda.synchronize()
+    torch.testing.assert_close(out, mlp(x), rtol=5e-2, atol=5e-2)
+    stats = predictor.stats()
+    assert stats["gemms_seen"] >= 6, stats  # 2 forward + 4 backward GEMMs at least
+    assert stats["kept_total"] == stats["gemms_seen"], stats  # one choice each
+    assert feedback == [], feedback  # nothing benchmarked
+
+
+def test_unknown_gemm_op_gets_the_aten_choice_alone(feedback):
+    from torch._inductor import config
+    from torch._inductor.utils import fresh_cache
+
+    a = torch.randn(64, 128, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(64, 256, 512, device="cuda", dtype=torch.float16)
+    c = torch.randn(64, 128, 512, device="cuda", dtype=torch.float16)
+    with fresh_cache(), config.patch(fx_graph_cache=False, autotune_local_cache=False):
+        compiled = predictor.compile(lambda c, a, b: torch.baddbmm(c, a, b), cudagraphs=False)
+        out = compiled(c, a, b)
+    torch.testing.assert_close(out, torch.baddbmm(c, a, b), rtol=2e-2, atol=2e-1)
+    stats = predictor.stats()
+    assert stats["fallbacks"].get("unknown_op", 0) >= 1 and stats["kept_total"] == stats["gemms_seen"], stats
+    assert feedback == [], feedback
