@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from .device import DeviceInfo
 from .evaluate import KS, RANDOM, per_problem_fraction, random_expectation, summarise
+from .policy import problem_kind
 from .rankers import BASELINES, RANKERS, make_ranker
 from .schema import file_sha256, read_dataset, select_space
 from .split import groups_of, split_by_group, split_by_named_groups
@@ -81,6 +82,10 @@ def _problem_ranges(rows: pd.DataFrame) -> dict[str, Any]:
     ranges: dict[str, Any] = {name: [int(ok[name].min()), int(ok[name].max())] for name in ("b", "m", "n", "k")}
     ranges["ops"] = sorted(map(str, ok["op"].unique()))
     ranges["dtypes"] = sorted(map(str, ok["dtype"].unique()))
+    # the kinds (op, dtype, layouts) with labels: the hook's "decide" policy takes a Triton pick over cuBLAS
+    # only for these (predictor.policy)
+    kinds = ok[["op", "dtype", "layout_a", "layout_b"]].drop_duplicates().astype(str)
+    ranges["kinds"] = sorted(problem_kind(*row) for row in kinds.itertuples(index=False))
     return ranges
 
 
