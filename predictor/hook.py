@@ -135,11 +135,12 @@ class HookSettings:
 # ---------------------------------------------------------------------------------------------
 
 def model_roots() -> list[Path]:
-    """Where ``install(model=None)`` looks for model folders: ``$GEMM_PREDICTOR_MODELS`` first, then
-    the ``models/`` folder of this repository, then ``./models``."""
+    """Where ``install(model=None)`` looks for model folders: ``$GEMM_PREDICTOR_MODELS`` first, then the
+    package's own ``models/`` folder. Never the working directory: a ``./models`` there is whatever the current
+    folder holds (a download, another user's checkout), and a model is a file we act on; pass
+    ``install(model=path)`` or set ``$GEMM_PREDICTOR_MODELS`` to use models from anywhere else."""
     extra = [Path(p) for p in os.environ.get(MODELS_ENV, "").split(os.pathsep) if p]
-    # the repository's models/ (editable installs), then ./models (a non-editable install run from a checkout)
-    return [*extra, Path(__file__).resolve().parents[1] / "models", Path.cwd() / "models"]
+    return [*extra, Path(__file__).resolve().parents[1] / "models"]
 
 
 def find_model(device: DeviceInfo, space: str = "default", roots: Sequence[Path] | None = None,
