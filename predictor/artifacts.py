@@ -1,12 +1,13 @@
 """A trained model is a folder ``models/<name>/``: the model file, ``metadata.json`` and ``MODEL_CARD.md``.
 
-The model file is LightGBM's text format for LightGBM rankers (readable, not version-bound) and joblib
-for the others. ``metadata.json`` records what the model needs and promises: schema version, ranker
+The model file is LightGBM's text format for LightGBM rankers (readable, not version-bound) and, for the
+others, their learned state as plain JSON data (``model.json``: the decision tree's arrays; nothing for the
+baselines). Never a pickle: unpickling runs code from the file, whatever checksum sits beside it. ``metadata.json`` records what the model needs and promises: schema version, ranker
 name and hyper-parameters, the ordered feature names, the candidate space, the dataset (path and
 sha256), held-out metrics, library versions, the device it was trained for and the model file's sha256.
 
 ``load_model`` checks everything it can before it trusts the folder: the sha256 of the model file is
-verified before anything is unpickled or parsed, a feature list or schema from another version of this
+verified before anything is parsed, a feature list or schema from another version of this
 library is refused, and so is a model made for another GPU. Every refusal is a one-line ``ModelError``.
 """
 
@@ -14,13 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import io
 import json
 import logging
 import math
-import os
 import platform
-import shutil
 from datetime import datetime, timezone
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -28,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .atomic import MODEL, check_output_folder, staged_folder
 from .device import DeviceInfo
 from .features import FEATURE_NAMES
 from .schema import SCHEMA_VERSION
@@ -38,8 +37,10 @@ ARTIFACT_VERSION = 1
 METADATA_FILE = "metadata.json"
 CARD_FILE = "MODEL_CARD.md"
 LGBM_FILE = "model.lgbm.txt"
-JOBLIB_FILE = "model.joblib"
-_LIBRARIES = ("gemm-predictor", "lightgbm", "scikit-learn", "numpy", "pandas", "pyarrow", "joblib")
+STATE_FILE = "model.json"
+STATE_FORMAT = "gemm-predictor/ranker-state/1"
+MODEL_FILES = (LGBM_FILE, STATE_FILE)
+_LIBRARIES = ("gemm-predictor", "lightgbm", "scikit-learn", "numpy", "pandas", "pyarrow")
 
 
 class ModelError(ValueError):
@@ -96,11 +97,28 @@ def _serialise(ranker) -> tuple[str, bytes]:
     booster = getattr(ranker, "booster_", None)
     if booster is not None:
         return LGBM_FILE, booster.model_to_string().encode()
-    import joblib
+    if not hasattr(ranker, "state_json"):
+        raise ModelError(f"ranker {ranker.name!r} ({type(ranker).__name__}) has no pickle-free saved form (state_json)")
+    doc = {"format": STATE_FORMAT, "ranker": ranker.name, "state": ranker.state_json()}
+    return STATE_FILE, (json.dumps(_jsonable(doc), separators=(",", ":"), allow_nan=False) + "\n").encode()
 
-    buffer = io.BytesIO()
-    joblib.dump(ranker, buffer)
-    return JOBLIB_FILE, buffer.getvalue()
+
+def _deserialise(ranker, model_file: str, payload: bytes):
+    """The ranker with its learned state from the model file's bytes (already checked against the sha256)."""
+    if model_file == LGBM_FILE:
+        import lightgbm as lgb
+
+        if not hasattr(ranker, "_set_booster"):
+            raise TypeError(f"ranker {ranker.name!r} does not take a LightGBM model")
+        return ranker._set_booster(lgb.Booster(model_str=payload.decode()))
+    doc = json.loads(payload.decode())
+    if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
+        raise ValueError(f"not a {STATE_FORMAT} document")
+    if doc.get("ranker") != ranker.name:
+        raise ValueError(f"file holds a {doc.get('ranker')!r} model, metadata says {ranker.name!r}")
+    if not hasattr(ranker, "load_state_json"):
+        raise TypeError(f"ranker {ranker.name!r} does not take a {STATE_FILE}")
+    return ranker.load_state_json(doc.get("state"))
 
 
 def save_model(ranker, folder: str | Path, metadata: dict[str, Any]) -> Path:
@@ -108,8 +126,9 @@ def save_model(ranker, folder: str | Path, metadata: dict[str, Any]) -> Path:
 
     The caller's metadata (dataset, space, metrics, ...) is kept; this adds schema/artifact versions,
     the ranker's name and hyper-parameters, the feature names, library versions and the model sha256.
-    The folder is written next to its final place and swapped in, so a crash leaves the old model."""
-    folder = Path(folder)
+    ``folder`` must be new, empty or a model folder (``predictor.atomic``); it is written next to its final
+    place and swapped in whole, so a crash leaves the old model."""
+    folder = check_output_folder(folder, MODEL)
     if hasattr(ranker, "__sklearn_is_fitted__") and not ranker.__sklearn_is_fitted__():
         raise ModelError(f"{folder}: ranker {ranker.name!r} is not fitted; call fit first")
     try:
@@ -133,18 +152,10 @@ def save_model(ranker, folder: str | Path, metadata: dict[str, Any]) -> Path:
     meta = _jsonable(meta)
     text = json.dumps(meta, indent=2) + "\n"
 
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.with_name(f".{folder.name}.tmp{os.getpid()}")
-    old = folder.with_name(f".{folder.name}.old{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    (tmp / model_file).write_bytes(payload)
-    (tmp / CARD_FILE).write_text(model_card(meta))
-    (tmp / METADATA_FILE).write_text(text)
-    if folder.exists():
-        folder.rename(old)
-    tmp.rename(folder)
-    shutil.rmtree(old, ignore_errors=True)
+    with staged_folder(folder, MODEL) as tmp:
+        (tmp / model_file).write_bytes(payload)
+        (tmp / CARD_FILE).write_text(model_card(meta))
+        (tmp / METADATA_FILE).write_text(text)
     log.info("saved %s model to %s (sha256 %s)", ranker.name, folder, meta["model_sha256"][:12])
     return folder
 
@@ -205,8 +216,9 @@ def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
         raise ModelError(f"{where}: {_one_line(exc)}") from None
 
     model_file = meta.get("model_file")
-    if model_file not in (LGBM_FILE, JOBLIB_FILE):
-        raise ModelError(f"{where}: unknown model file {model_file!r}")
+    if model_file not in MODEL_FILES:
+        raise ModelError(f"{where}: unknown model file {model_file!r}; this library reads {' or '.join(MODEL_FILES)} "
+                         "(never a pickle)")
     path = folder / model_file
     try:
         payload = path.read_bytes()
@@ -218,26 +230,14 @@ def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
                          f"{str(meta.get('model_sha256'))[:12]}...; the file is corrupt or was changed")
 
     try:
-        if model_file == LGBM_FILE:
-            import lightgbm as lgb
-
-            if not hasattr(ranker, "_set_booster"):
-                raise TypeError(f"ranker {ranker.name!r} does not take a LightGBM model")
-            ranker._set_booster(lgb.Booster(model_str=payload.decode()))
-        else:
-            import joblib
-
-            loaded = joblib.load(io.BytesIO(payload))
-            if type(loaded) is not type(ranker):
-                raise TypeError(f"file holds a {type(loaded).__name__}, metadata says {type(ranker).__name__}")
-            if list(getattr(loaded, "feature_names_in_", FEATURE_NAMES)) != list(FEATURE_NAMES):
-                raise TypeError("the model's own feature names differ from this library's")
-            ranker = loaded
+        ranker = _deserialise(ranker, model_file, payload)
     except Exception as exc:  # anything the model libraries raise on a bad file, as one line
         raise ModelError(f"{path}: cannot load ({_one_line(exc)})") from None
 
     here = library_versions()
     trained = meta.get("libraries", {})
+    if not isinstance(trained, dict):
+        raise ModelError(f"{where}: metadata 'libraries' must be an object of versions, got {type(trained).__name__}")
     differ = {k: (trained.get(k), here[k]) for k in ("lightgbm", "scikit-learn") if trained.get(k) != here[k]}
     if differ:
         log.warning("%s: trained with %s; running with %s", where,

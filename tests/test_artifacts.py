@@ -26,7 +26,7 @@ def rows():
 
 @pytest.fixture(scope="module")
 def models(rows, tmp_path_factory):
-    """One saved folder per model format: LightGBM text (lgbm), joblib (tree, random)."""
+    """One saved folder per model format: LightGBM text (lgbm), plain JSON state (tree, random)."""
     root = tmp_path_factory.mktemp("models")
     saved = {}
     for name, params in (("lgbm", {"n_estimators": 15}), ("tree", {}), ("random", {"seed": 3})):
@@ -156,7 +156,7 @@ def test_train_checks_space_and_baseline_rankers(tmp_path):
     with pytest.raises(ValueError, match="no rows of space 'default'"):
         train(dataset, "lgbm", tmp_path / "m", progress=False)
     meta = train(dataset, "roofline", tmp_path / "roofline", space="exhaustive", progress=False)
-    assert meta["space"] == "exhaustive" and meta["model_file"] == "model.joblib"
+    assert meta["space"] == "exhaustive" and meta["model_file"] == "model.json"
     assert load_model(tmp_path / "roofline")[0].name == "roofline"
 
 

@@ -36,6 +36,15 @@ class StatelessRanker(RankerBase):
     def __sklearn_is_fitted__(self) -> bool:
         return True
 
+    # the saved form (predictor.artifacts): nothing learned, so an empty object; the parameters live in metadata
+    def state_json(self) -> dict:
+        return {}
+
+    def load_state_json(self, state) -> "StatelessRanker":
+        if state != {}:
+            raise ValueError(f"ranker {self.name!r} learns nothing; its saved state must be {{}}")
+        return self
+
 
 def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows a ranker may learn from: status ``ok`` with a positive, finite time."""

@@ -135,6 +135,15 @@ class AutoHeuristicRanker:
         self.fitted_ = True
         return self
 
+    # the saved form (predictor.artifacts): the tree ships with torch, nothing learned is saved
+    def state_json(self) -> dict:
+        return {}
+
+    def load_state_json(self, state) -> "AutoHeuristicRanker":
+        if state != {}:
+            raise ValueError("ranker 'autoheuristic' learns nothing; its saved state must be {}")
+        return self.fit(pd.DataFrame(), None)
+
     def device_ok(self, device: DeviceInfo) -> bool:
         """torch's precondition for this tree, evaluated with torch's own check on our DeviceInfo."""
         if not self.check_device:
