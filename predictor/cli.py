@@ -117,6 +117,26 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="compile a program with the hook and write its GEMM decisions as Inductor's "
+                                      "lookup table (docs/DEPLOY.md)")
+    p.add_argument("--program", required=True, metavar="SCRIPT_OR_MODULE",
+                   help="a .py file or importable module defining make() -> (model, example_inputs); run once under "
+                        "torch.no_grad(), on the GPU and with the shapes production uses")
+    p.add_argument("--out", required=True, help="the table's JSON file")
+    p.add_argument("--predictor-model", default=None, help="model folder (default: the shipped one for this GPU)")
+
+    def run(args: argparse.Namespace) -> int:
+        from .export import export_program
+
+        doc = export_program(args.program, args.out, predictor_model=args.predictor_model)
+        g = doc["gemms"]
+        print(f"wrote {args.out}: {g['keys']} GEMM keys ({g['by_template']}) for {doc['gpu']}, torch {doc['torch']}")
+        return 0
+
+    p.set_defaults(func=run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gemm-predictor", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -124,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_evaluate(sub)
     _add_report(sub)
+    _add_export(sub)
     try:
         importlib.import_module("collectors.cli").register(sub)
     except ModuleNotFoundError:

@@ -283,6 +283,8 @@ class GemmPruner:
         self._fallbacks: Counter = Counter()
         self._loaded = ranker is not None
         self._uuid: str | None = None
+        # called as recorder(kept, kernel_inputs, op_name) with every GEMM's final list (predictor.export); never pickled
+        self.recorder: Any = None
         # the ranker scores with the device the model was trained for (its measured peaks and bandwidth)
         self.device: DeviceInfo | None = (DeviceInfo.from_metadata(self.metadata) if "device" in self.metadata
                                           else settings.device)
@@ -495,6 +497,11 @@ class GemmPruner:
             self._stats["pruned" if len(kept) < len(choices) else "passed_through"] += 1
             if fallback is not None:
                 self._fallbacks[fallback] += 1
+        if self.recorder is not None and kept:
+            try:
+                self.recorder(kept, kernel_inputs, op_name)
+            except Exception as exc:  # recording must never break a compile
+                self._warn_once("record", f"recording the decision for {op_name} failed ({type(exc).__name__}: {exc})")
         return kept
 
     def _fallback(self, choices: list[Any]) -> list[Any]:
