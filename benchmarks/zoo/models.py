@@ -1,0 +1,264 @@
+"""Registry of zoo models: real architectures' layer widths, random weights, built from configs (no downloads).
+
+Why reduced depth: compile time is the budget of a run (one GPU call is 10 minutes), and a transformer's layers
+repeat the same GEMM shapes, so 2 layers keep every distinct kernel of the architecture while compiling several
+times faster. Each entry's description says what was reduced. transformers/timm are imported inside ``build`` so
+that the registry (and the CPU tests) work without them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+# build(device, dtype=None) -> (module, inputs, step_kind); dtype=None means the entry's own dtype.
+# step_kind "forward": the module returns the tensor compared with eager (logits / last hidden state);
+# step_kind "loss": the module returns a scalar training loss (a train step backpropagates it).
+Build = Callable[..., tuple[nn.Module, tuple[torch.Tensor, ...], str]]
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    """One benchmark model. ``dtype`` is the weights' dtype, or ``amp-bfloat16`` (fp32 weights under autocast)."""
+
+    name: str
+    family: str
+    kind: str  # "infer" | "train"
+    dtype: str
+    build: Build = field(repr=False)
+    description: str = ""
+
+    @property
+    def amp_dtype(self) -> torch.dtype | None:
+        """The autocast dtype for AMP entries, else None."""
+        return DTYPES[self.dtype[4:]] if self.dtype.startswith("amp-") else None
+
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype the matmuls run in (sets the correctness tolerance)."""
+        return self.dtype[4:] if self.dtype.startswith("amp-") else self.dtype
+
+
+def _weights_dtype(entry_dtype: str, override: torch.dtype | None) -> torch.dtype:
+    if override is not None:
+        return override
+    return torch.float32 if entry_dtype.startswith("amp-") else DTYPES[entry_dtype]
+
+
+class HFOut(nn.Module):
+    """Calls a transformers model with named tensors and returns one output field as a plain tensor, so that
+    every zoo module has the same contract (positional tensors in, one tensor out)."""
+
+    def __init__(self, model: nn.Module, names: tuple[str, ...], out: str, **kwargs: Any) -> None:
+        super().__init__()
+        self.model, self.names, self.out, self.kwargs = model, names, out, kwargs
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        return getattr(self.model(**dict(zip(self.names, args)), **self.kwargs), self.out)
+
+
+class ClassifyLoss(nn.Module):
+    """Image classifier + cross-entropy, the loss inside the compiled region as a user's training step has it."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(self.model(x).float(), y)
+
+
+class TinyMLP(nn.Module):
+    """Linear-GELU-Linear, 64 wide: the CPU test model."""
+
+    def __init__(self, width: int = 64) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class TinyLoss(nn.Module):
+    """TinyMLP with a mean-squared loss: the CPU test of a training step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mlp = TinyMLP()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return nn.functional.mse_loss(self.mlp(x), y)
+
+
+# ---- configs (real widths; 2 layers) ----
+
+def _llama_config(**kw: Any):
+    from transformers import LlamaConfig  # TinyLlama-1.1B widths
+    return LlamaConfig(hidden_size=2048, intermediate_size=5632, num_attention_heads=32, num_key_value_heads=4,
+                       vocab_size=32000, num_hidden_layers=2, max_position_embeddings=2048, **kw)
+
+
+def _qwen2_config(**kw: Any):
+    from transformers import Qwen2Config  # Qwen2-1.5B widths
+    return Qwen2Config(hidden_size=1536, intermediate_size=8960, num_attention_heads=12, num_key_value_heads=2,
+                       vocab_size=151936, num_hidden_layers=2, tie_word_embeddings=True, **kw)
+
+
+def _bert_config(**kw: Any):
+    from transformers import BertConfig  # bert-base widths; dropout off so compiled and eager losses compare
+    return BertConfig(hidden_size=768, num_attention_heads=12, intermediate_size=3072, num_hidden_layers=2,
+                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kw)
+
+
+def _hf(auto: str, config, device: torch.device, dtype: torch.dtype) -> nn.Module:
+    import transformers
+    torch.manual_seed(0)
+    cls = getattr(transformers, auto)  # Auto classes build from a config; model classes take it directly
+    model = cls.from_config(config) if auto.startswith("Auto") else cls(config)
+    return model.to(device=device, dtype=dtype)
+
+
+def _ids(vocab: int, shape: tuple[int, int], device: torch.device) -> torch.Tensor:
+    return torch.randint(0, vocab, shape, device=device)
+
+
+def _causal_lm(config_fn: Callable, batch: int, seq: int, entry_dtype: str, **out_kw: Any) -> Build:
+    def build(device: torch.device, dtype: torch.dtype | None = None):
+        config = config_fn()
+        model = _hf("AutoModelForCausalLM", config, device, _weights_dtype(entry_dtype, dtype))
+        wrapped = HFOut(model, ("input_ids",), "logits", use_cache=False, **out_kw)
+        return wrapped, (_ids(config.vocab_size, (batch, seq), device),), "forward"
+    return build
+
+
+def _causal_lm_train(config_fn: Callable, batch: int, seq: int, entry_dtype: str) -> Build:
+    def build(device: torch.device, dtype: torch.dtype | None = None):
+        config = config_fn()
+        model = _hf("AutoModelForCausalLM", config, device, _weights_dtype(entry_dtype, dtype))
+        ids = _ids(config.vocab_size, (batch, seq), device)
+        return HFOut(model, ("input_ids", "labels"), "loss", use_cache=False), (ids, ids.clone()), "loss"
+    return build
+
+
+def _gpt2_decode(device: torch.device, dtype: torch.dtype | None = None):
+    from transformers import GPT2Config
+    config = GPT2Config(n_embd=768, n_head=12, n_layer=2)
+    model = _hf("AutoModelForCausalLM", config, device, _weights_dtype("float16", dtype))
+    return HFOut(model, ("input_ids",), "logits", use_cache=False), (_ids(50257, (16, 1), device),), "forward"
+
+
+def _bert(entry_dtype: str) -> Build:
+    def build(device: torch.device, dtype: torch.dtype | None = None):
+        model = _hf("BertModel", _bert_config(), device, _weights_dtype(entry_dtype, dtype))
+        return HFOut(model, ("input_ids",), "last_hidden_state"), (_ids(30522, (8, 128), device),), "forward"
+    return build
+
+
+def _bert_train(device: torch.device, dtype: torch.dtype | None = None):
+    model = _hf("BertForMaskedLM", _bert_config(), device, _weights_dtype("bfloat16", dtype))
+    ids = _ids(30522, (8, 128), device)
+    return HFOut(model, ("input_ids", "labels"), "loss"), (ids, ids.clone()), "loss"
+
+
+def _whisper(device: torch.device, dtype: torch.dtype | None = None):
+    from transformers import WhisperConfig  # whisper-base widths
+    config = WhisperConfig(d_model=512, encoder_layers=2, decoder_layers=2, encoder_attention_heads=8,
+                           decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048,
+                           num_mel_bins=80, max_source_positions=1500, vocab_size=51865)
+    wdtype = _weights_dtype("float16", dtype)
+    model = _hf("WhisperForConditionalGeneration", config, device, wdtype)
+    mel = torch.randn(4, 80, 3000, device=device, dtype=wdtype)
+    names = ("input_features", "decoder_input_ids")
+    return HFOut(model, names, "logits", use_cache=False), (mel, _ids(51865, (4, 64), device)), "forward"
+
+
+def _timm(arch: str, batch: int, entry_dtype: str, train: bool = False, **kw: Any) -> Build:
+    def build(device: torch.device, dtype: torch.dtype | None = None):
+        import timm
+        torch.manual_seed(0)
+        wdtype = _weights_dtype(entry_dtype, dtype)
+        model = timm.create_model(arch, pretrained=False, **kw).to(device=device, dtype=wdtype)
+        x = torch.randn(batch, 3, 224, 224, device=device, dtype=wdtype)
+        if train:
+            return ClassifyLoss(model), (x, torch.randint(0, 1000, (batch,), device=device)), "loss"
+        return model, (x,), "forward"
+    return build
+
+
+def _tiny(train: bool) -> Build:
+    def build(device: torch.device, dtype: torch.dtype | None = None):
+        torch.manual_seed(0)
+        wdtype = dtype or torch.float32
+        module = (TinyLoss() if train else TinyMLP()).to(device=device, dtype=wdtype)
+        x = torch.randn(8, 64, device=device, dtype=wdtype)
+        if train:
+            return module, (x, torch.randn(8, 64, device=device, dtype=wdtype)), "loss"
+        return module, (x,), "forward"
+    return build
+
+
+_TWO = "2 layers (real widths)"
+_ENTRIES = [
+    ZooModel("llama-prefill", "llm-prefill", "infer", "bfloat16", _causal_lm(_llama_config, 1, 512, "bfloat16"),
+             f"Llama (TinyLlama-1.1B widths: 2048/5632, 32 heads, 4 kv), {_TWO}; 1x512 prefill, all logits"),
+    ZooModel("qwen2-prefill", "llm-prefill", "infer", "float16",
+             _causal_lm(_qwen2_config, 1, 512, "float16", logits_to_keep=1),
+             f"Qwen2 (1.5B widths: 1536/8960, 12 heads, 2 kv, vocab 151936), {_TWO}; 1x512 prefill, "
+             "last-token logits only (logits_to_keep=1, as generate does)"),
+    ZooModel("llama-decode-b8", "llm-decode", "infer", "bfloat16", _causal_lm(_llama_config, 8, 1, "bfloat16"),
+             f"Llama (TinyLlama widths), {_TWO}; one token x batch 8, no KV cache (decode-shaped GEMMs, M=8)"),
+    ZooModel("llama-decode-b32", "llm-decode", "infer", "bfloat16", _causal_lm(_llama_config, 32, 1, "bfloat16"),
+             f"Llama (TinyLlama widths), {_TWO}; one token x batch 32, no KV cache (M=32)"),
+    ZooModel("gpt2-decode", "llm-decode", "infer", "float16", _gpt2_decode,
+             f"GPT-2 small widths (768, 12 heads), {_TWO}; one token x batch 16, no KV cache"),
+    ZooModel("bert-base", "encoder", "infer", "float16", _bert("float16"),
+             f"BERT-base widths (768/3072, 12 heads), {_TWO}; 8x128, last hidden state"),
+    ZooModel("bert-base-fp32", "encoder", "infer", "float32", _bert("float32"),
+             f"BERT-base widths, {_TWO}; 8x128 in fp32 (TF32 at torch defaults, recorded)"),
+    ZooModel("vit-base", "vision-transformer", "infer", "bfloat16",
+             _timm("vit_base_patch16_224", 32, "bfloat16", depth=2),
+             "timm vit_base_patch16_224, depth 12 -> 2; batch 32"),
+    ZooModel("deit-small", "vision-transformer", "infer", "float16",
+             _timm("deit_small_patch16_224", 32, "float16", depth=2),
+             "timm deit_small_patch16_224 (384 wide, 6 heads), depth 12 -> 2; batch 32"),
+    ZooModel("swin-tiny", "vision-transformer", "infer", "float16",
+             _timm("swin_tiny_patch4_window7_224", 32, "float16", depths=(2, 2, 2, 2)),
+             "timm swin_tiny_patch4_window7_224, depths (2,2,6,2) -> (2,2,2,2); batch 32"),
+    ZooModel("resnet50", "vision-conv", "infer", "float16", _timm("resnet50", 32, "float16"),
+             "timm resnet50, full depth; batch 32"),
+    ZooModel("convnext-tiny", "vision-conv", "infer", "bfloat16",
+             _timm("convnext_tiny", 32, "bfloat16", depths=(2, 2, 2, 2)),
+             "timm convnext_tiny, depths (3,3,9,3) -> (2,2,2,2); batch 32"),
+    ZooModel("whisper-base", "speech", "infer", "float16", _whisper,
+             "Whisper-base widths (512/2048, 8 heads), 2 encoder + 2 decoder layers; batch 4 x 80 mel x 3000 "
+             "frames, 64 decoder tokens, logits"),
+    ZooModel("llama-train", "train", "train", "bfloat16", _causal_lm_train(_llama_config, 4, 256, "bfloat16"),
+             f"Llama (TinyLlama widths), {_TWO}; bf16 weights, 4x256 tokens, causal-LM loss, AdamW"),
+    ZooModel("vit-base-train", "train", "train", "amp-bfloat16",
+             _timm("vit_base_patch16_224", 32, "amp-bfloat16", train=True, depth=2),
+             "timm vit_base_patch16_224 depth 2; fp32 weights + bf16 autocast, batch 32, cross-entropy, AdamW"),
+    ZooModel("bert-train", "train", "train", "bfloat16", _bert_train,
+             f"BERT-base widths masked LM, {_TWO}, dropout 0; bf16 weights, 8x128, AdamW"),
+    ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
+    ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
+]
+REGISTRY: dict[str, ZooModel] = {m.name: m for m in _ENTRIES}
+
+
+def names(kind: str | None = None, tests: bool = False) -> list[str]:
+    """Registered model names in registry order; ``kind`` filters infer/train; the CPU test models
+    (family "test") only with ``tests=True`` (``--models all`` means the real ones)."""
+    return [m.name for m in _ENTRIES if (kind is None or m.kind == kind) and (tests or m.family != "test")]
+
+
+def get(name: str) -> ZooModel:
+    """The entry called ``name``; ValueError naming it and the known ones otherwise."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(REGISTRY)}") from None

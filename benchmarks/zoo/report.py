@@ -1,0 +1,220 @@
+"""Tables and a plot from zoo records: each mode judged per model against plain torch.compile and against the
+better of plain and full max-autotune (what a user would otherwise pick), speed vs compile time.
+
+``summarize`` holds every figure (the README's come from it); ``write_report`` writes results.md and
+speed_vs_compile.png. A mode's own figures count only its correct runs (status "ok"); the baselines (plain,
+max-autotune) count whenever they were timed (status "ok" or "wrong").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("zoo.report")
+TIMED = ("ok", "wrong")
+GROUPS = (("vendor_gemm", "gemm"), ("triton_template", "tem"), ("triton", "triton"), ("other", "other"))
+
+
+def geomean(values: list[float]) -> float | None:
+    """Geometric mean (None for an empty list)."""
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    ok = isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 and b > 0
+    return a / b if ok else None
+
+
+def _order(modes: list[str]) -> list[str]:
+    first = [m for m in ("plain", "max-autotune") if m in modes]
+    return first + [m for m in modes if m not in first]
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per model and mode: compile_s, step_ms, speed_vs_plain (plain step / step), speed_vs_best (best of plain
+    and max-autotune step / step), compile_vs_plain (compile_s / plain compile_s). Per mode: geomean and min of
+    speed_vs_best, geomean of speed_vs_plain, geomean and max of compile_vs_plain, number of models."""
+    by_model: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in records:
+        by_model.setdefault(r["model"], {})[r["mode"]] = r
+    mode_names = _order(list(dict.fromkeys(r["mode"] for r in records)))
+    models: dict[str, dict[str, dict[str, Any]]] = {}
+    for model, runs in by_model.items():
+        timed = {m: r for m, r in runs.items() if r.get("status") in TIMED and r.get("step_ms")}
+        plain = timed.get("plain", {})
+        baselines = [timed[m]["step_ms"] for m in ("plain", "max-autotune") if m in timed]
+        best = min(baselines) if baselines else None
+        models[model] = {}
+        for mode, r in runs.items():
+            models[model][mode] = {
+                "status": r.get("status"), "correct": r.get("correct"), "compile_s": r.get("compile_s"),
+                "step_ms": r.get("step_ms"), "speed_vs_plain": _ratio(plain.get("step_ms"), r.get("step_ms")),
+                "speed_vs_best": _ratio(best, r.get("step_ms")),
+                "compile_vs_plain": _ratio(r.get("compile_s"), plain.get("compile_s"))}
+    per_mode: dict[str, dict[str, Any]] = {}
+    for mode in mode_names:
+        rows = [runs[mode] for runs in models.values() if mode in runs]
+        ok = [row for row in rows if row["status"] == "ok"]
+        vs_plain = [row["speed_vs_plain"] for row in ok if row["speed_vs_plain"]]
+        vs_best = [row["speed_vs_best"] for row in ok if row["speed_vs_best"]]
+        compile_ratio = [row["compile_vs_plain"] for row in ok if row["compile_vs_plain"]]
+        per_mode[mode] = {
+            "geomean_speed_vs_plain": geomean(vs_plain), "geomean_speed_vs_best": geomean(vs_best),
+            "min_speed_vs_best": min(vs_best) if vs_best else None,
+            "geomean_compile_vs_plain": geomean(compile_ratio),
+            "max_compile_vs_plain": max(compile_ratio) if compile_ratio else None,
+            "models": len(vs_plain), "runs": len(rows), "not_ok": len(rows) - len(ok)}
+    return {"models": models, "modes": per_mode, "mode_order": mode_names}
+
+
+# Kernel groups, checked in order (first match wins). Inductor names every Triton kernel triton_<kind>_...; of
+# the rest, attention and convolution kernels go to "other" before the GEMM patterns, since flash /
+# memory-efficient attention and cuDNN convs carry "cutlass" / "xmma" / "gemm" in their names.
+KERNEL_GROUPS: list[tuple[str, tuple[str, ...]]] = [
+    ("triton_template", ("triton_tem_",)),
+    ("triton", ("triton_",)),
+    ("other", ("flash", "fmha", "attention", "sdpa", "conv", "fprop", "dgrad", "wgrad", "memcpy", "memset")),
+    ("vendor_gemm", ("gemm", "gemv", "cublas", "cutlass", "nvjet", "xmma", "splitkreduce")),
+]
+
+
+def classify_kernel(name: str) -> str:
+    """vendor_gemm (cuBLAS/cuBLASLt/CUTLASS), triton_template, triton (poi/red/per/...), or other."""
+    low = name.lower()
+    for group, needles in KERNEL_GROUPS:
+        if any(n in low for n in needles):
+            return group
+    return "other"
+
+
+def census(kernels: list[tuple[str, float]]) -> dict[str, Any]:
+    """Counts and GPU-time shares per group of (kernel name, us) pairs, plus the 5 longest kernels."""
+    total = sum(us for _, us in kernels) or 1.0
+    groups = {g: {"count": 0, "us": 0.0, "share": 0.0} for g in ("vendor_gemm", "triton_template", "triton",
+                                                                  "other")}
+    for name, us in kernels:
+        g = groups[classify_kernel(name)]
+        g["count"] += 1
+        g["us"] += us
+    for g in groups.values():
+        g["share"] = g["us"] / total
+    top = sorted(kernels, key=lambda k: -k[1])[:5]
+    return {"kernels": len(kernels), "total_us": sum(us for _, us in kernels), "groups": groups,
+            "top": [[n[:120], round(us, 2)] for n, us in top]}
+
+
+def _f(v: Any, fmt: str = ".2f", suffix: str = "") -> str:
+    return f"{v:{fmt}}{suffix}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+
+
+def census_cell(census: Any) -> str:
+    """``gemm 12 (41%) · tem 3 (10%) · ...`` (kernel count and GPU-time share per group)."""
+    if not isinstance(census, dict) or "groups" not in census:
+        return "-"
+    parts = []
+    for key, label in GROUPS:
+        g = census["groups"].get(key, {})
+        if g.get("count"):
+            parts.append(f"{label} {g['count']} ({100 * g.get('share', 0):.0f}%)")
+    return " · ".join(parts) or "no kernels"
+
+
+def _correct_cell(r: dict[str, Any]) -> str:
+    if r.get("correct") is None:
+        return "-"
+    return f"{'yes' if r['correct'] else 'NO'} ({_f(r.get('rel_err'), '.1e')})"
+
+
+def _versions(records: list[dict[str, Any]], key: str) -> str:
+    values = sorted({str(r[key]) for r in records if r.get(key)})
+    return ", ".join(values) or "-"
+
+
+def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: list[str]) -> str:
+    """results.md: header, summary per mode, one table per model."""
+    lines = ["# Model zoo: compile time and step time per mode", "",
+             f"GPU: {_versions(records, 'gpu')} · torch {_versions(records, 'torch')} · triton "
+             f"{_versions(records, 'triton')} · transformers {_versions(records, 'transformers')} · timm "
+             f"{_versions(records, 'timm')} · python {_versions(records, 'python')}", ""]
+    if commands:
+        lines += ["```", *commands, "```", ""]
+    lines += ["Speed = plain step time / this step time (> 1 is faster); best = the better of plain and "
+              "max-autotune for that model. Step: inference replayed in a CUDA graph (cudagraph-replay) or by "
+              "cudagraph trees; training an eager step with backward and AdamW. Geomeans count a mode's correct "
+              "runs only.", "", "## Summary per mode", "",
+              "| mode | geomean speed vs plain | geomean speed vs best | min speed vs best | geomean compile "
+              "vs plain | max compile vs plain | models | not ok |", "|---|---|---|---|---|---|---|---|"]
+    for mode in summary["mode_order"]:
+        s = summary["modes"][mode]
+        lines.append(f"| `{mode}` | {_f(s['geomean_speed_vs_plain'], '.3f')} | "
+                     f"{_f(s['geomean_speed_vs_best'], '.3f')} | {_f(s['min_speed_vs_best'], '.3f')} | "
+                     f"{_f(s['geomean_compile_vs_plain'], '.2f', 'x')} | {_f(s['max_compile_vs_plain'], '.2f', 'x')}"
+                     f" | {s['models']} | {s['not_ok']} |")
+    by_key = {(r["model"], r["mode"]): r for r in records}
+    for model, runs in summary["models"].items():
+        first = next(r for (m, _), r in by_key.items() if m == model)
+        lines += ["", f"## {model}", "", f"{first.get('description') or ''} ({first.get('kind')}, "
+                  f"{first.get('dtype')})", "", "| mode | status | compile s | compile vs plain | step ms (p10-p90) "
+                  "| timing | speed vs plain | speed vs best | census | correct (rel err) |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for mode in [m for m in summary["mode_order"] if m in runs]:
+            r, s = by_key[(model, mode)], runs[mode]
+            status = r.get("status") if r.get("status") == "ok" else f"**{r.get('status')}**: {r.get('error')}"
+            step = (f"{_f(r.get('step_ms'), '.3f')} ({_f(r.get('step_ms_p10'), '.3f')}-"
+                    f"{_f(r.get('step_ms_p90'), '.3f')})" if r.get("step_ms") else "-")
+            lines.append(f"| `{mode}` | {status.replace('|', '/')} | {_f(r.get('compile_s'), '.1f')} | "
+                         f"{_f(s['compile_vs_plain'], '.2f', 'x')} | {step} | "
+                         f"{r.get('timing') or '-'} | {_f(s['speed_vs_plain'], '.3f')} | "
+                         f"{_f(s['speed_vs_best'], '.3f')} | {census_cell(r.get('census'))} | {_correct_cell(r)} |")
+    lines += ["", "Census: GPU kernels of one step by group (count, share of GPU time): gemm = cuBLAS/cuBLASLt/"
+              "CUTLASS, tem = Triton templates, triton = other Triton kernels, other = aten, attention, cuDNN."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(records: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> None:
+    """Speed vs plain against compile time vs plain (log x), one marker style per mode, a point per model."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    markers = "os^vD<>Pp*Xh"
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for i, mode in enumerate(summary["mode_order"]):
+        pts = [(runs[mode]["compile_vs_plain"], runs[mode]["speed_vs_plain"]) for runs in summary["models"].values()
+               if mode in runs and runs[mode]["status"] == "ok" and runs[mode]["compile_vs_plain"]
+               and runs[mode]["speed_vs_plain"]]
+        if pts:
+            ax.scatter(*zip(*pts), marker=markers[i % len(markers)], label=mode, alpha=0.8)
+    ax.set_xscale("log")
+    ticks = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
+    ax.xaxis.set_major_formatter(ticks)
+    ax.xaxis.set_minor_formatter(ticks)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.axvline(1.0, color="grey", lw=0.8)
+    ax.set_xlabel("compile time / plain torch.compile (log)")
+    ax.set_ylabel("speed vs plain (plain step / step)")
+    gpu = _versions(records, "gpu")
+    ax.set_title(f"Model zoo on {'CPU' if gpu == '-' else gpu}: speed vs compile time, one point per model")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_report(records: list[dict[str, Any]], out: Path) -> Path:
+    """Write results.md and speed_vs_compile.png into ``out``; the commands come from out/meta.json."""
+    out = Path(out)
+    summary = summarize(records)
+    try:
+        commands = list(json.loads((out / "meta.json").read_text()).get("commands", []))
+    except (OSError, ValueError, AttributeError):
+        commands = []
+    path = out / "results.md"
+    path.write_text(markdown(records, summary, commands))
+    plot(records, summary, out / "speed_vs_compile.png")
+    log.info("wrote %s", path)
+    return path

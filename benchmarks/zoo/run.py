@@ -1,0 +1,299 @@
+"""Runner: every (model, mode) in a fresh worker process with empty caches; resumable; results + report.
+
+    python -m benchmarks.zoo.run --models all --modes plain,max-autotune,hook --out OUT/zoo \\
+        --lanes auto --run-timeout 240 --budget-s 540
+
+Each lane is one GPU (CUDA_VISIBLE_DEVICES); a model's modes run on one lane in the given order, and lanes take
+the next model when free. After every run its record is merged into OUT/results.json (key (model, mode), written
+atomically under a lock), so a command killed at any point loses at most the runs in flight; a rerun skips pairs
+already recorded (errors and timeouts too, unless --retry-failed). --budget-s is a hard deadline for the command:
+no run starts after it and runs still going are stopped there and left unrecorded (the next call redoes them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import models, modes, report
+from .worker import SCHEMA_VERSION, write_json
+
+REPO = Path(__file__).resolve().parents[2]
+RETRYABLE = ("error", "timeout")
+
+
+class ZooError(Exception):
+    """A one-line user error: printed as ``zoo: error: ...``, exit status 2."""
+
+
+def load_records(path: Path) -> list[dict[str, Any]]:
+    """Records of a results.json: a JSON list of objects with string model and mode; ZooError otherwise."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ZooError(f"cannot read {path}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    ok = isinstance(data, list) and all(
+        isinstance(r, dict) and isinstance(r.get("model"), str) and isinstance(r.get("mode"), str) for r in data)
+    if not ok:
+        raise ZooError(f"{path} is not a zoo results file (a JSON list of records with model and mode)")
+    return data
+
+
+class Store:
+    """The results file: records keyed by (model, mode), rewritten whole and atomically after every run."""
+
+    def __init__(self, path: Path, records: list[dict[str, Any]]) -> None:
+        self.path, self.lock = path, threading.Lock()
+        self.records = {(r["model"], r["mode"]): r for r in records}
+
+    def done(self, model: str, mode: str, retry_failed: bool) -> bool:
+        rec = self.records.get((model, mode))
+        return rec is not None and not (retry_failed and rec.get("status") in RETRYABLE)
+
+    def add(self, record: dict[str, Any]) -> None:
+        with self.lock:
+            self.records[(record["model"], record["mode"])] = record
+            self.save()
+
+    def save(self) -> None:
+        write_json(str(self.path), list(self.records.values()))
+
+
+def _last_line(path: Path) -> str:
+    """The log's last non-empty line (why a run died, in the record)."""
+    lines = path.read_text(errors="replace").split("\n") if path.exists() else []
+    return next((ln.strip()[:300] for ln in reversed(lines) if ln.strip()), "")
+
+
+class Runner:
+    """Launches workers on lanes; tracks live processes so that an interrupt stops them."""
+
+    def __init__(self, args: argparse.Namespace, store: Store, out: Path, deadline: float | None) -> None:
+        self.args, self.store, self.out, self.deadline = args, store, out, deadline
+        self.stop, self.lock, self.bar, self.done = threading.Event(), threading.Lock(), None, 0
+        self.live: set[subprocess.Popen] = set()
+
+    def launch(self, model: str, mode: str, lane: int, device: str | None) -> dict[str, Any] | None:
+        """One worker run -> its record; None when the budget's deadline cut it (left for the next call)."""
+        timeout = float(self.args.run_timeout)
+        if self.deadline is not None:
+            timeout = min(timeout, self.deadline - time.monotonic())
+        tmp = Path(tempfile.mkdtemp(prefix="zoo-run-"))
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
+               "TRITON_CACHE_DIR": str(tmp / "triton"), "PYTHONUNBUFFERED": "1"}
+        if device is not None:
+            env["CUDA_VISIBLE_DEVICES"] = device
+        log_path = self.out / "logs" / re.sub(r"[^A-Za-z0-9._-]+", "_", f"{model}__{mode}.log")
+        cmd = [sys.executable, "-m", "benchmarks.zoo.worker", "--model", model, "--mode", mode,
+               "--repeats", str(self.args.repeats), "--json-out", str(tmp / "record.json")]
+        started, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.monotonic()
+        try:
+            with open(log_path, "w") as log:
+                proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)  # own group: a timeout kills compile workers too
+                with self.lock:
+                    self.live.add(proc)
+                try:
+                    code, timed_out = proc.wait(timeout=max(timeout, 0.0)), False
+                except subprocess.TimeoutExpired:
+                    self.kill(proc)
+                    code, timed_out = proc.wait(), True
+                finally:
+                    with self.lock:
+                        self.live.discard(proc)
+            wall = time.monotonic() - t0
+            if timed_out and timeout < self.args.run_timeout or self.stop.is_set():
+                return None
+            if timed_out:
+                record = {"status": "timeout", "error": f"no result within {self.args.run_timeout:.0f} s "
+                          f"(--run-timeout); last log line: {_last_line(log_path)}"}
+            else:
+                try:
+                    record = json.loads((tmp / "record.json").read_text())
+                except (OSError, ValueError):
+                    record = {"status": "error", "error": f"worker exited with code {code} and no record; "
+                              f"last log line: {_last_line(log_path)}"}
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        zm = models.get(model)
+        base = {"model": model, "mode": mode, "family": zm.family, "kind": zm.kind, "dtype": zm.dtype,
+                "started_at": started, "schema_version": SCHEMA_VERSION}
+        return {**base, **record, "wall_s": round(wall, 2), "lane": lane,
+                "log": str(log_path.relative_to(self.out))}
+
+    def kill(self, proc: subprocess.Popen) -> None:
+        """SIGKILL the worker's process group (it and Inductor's compile workers: all started by this runner)."""
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def lane(self, lane: int, device: str | None, work: queue.Queue) -> None:
+        """Take models from ``work`` until it is empty, the budget is spent, or the runner is stopped."""
+        while not self.stop.is_set():
+            try:
+                model, todo = work.get_nowait()
+            except queue.Empty:
+                return
+            for mode in todo:
+                if self.stop.is_set() or (self.deadline is not None and time.monotonic() >= self.deadline):
+                    return
+                record = self.launch(model, mode, lane, device)
+                with self.lock:
+                    if record is None:
+                        self.bar.write(f"{model:<18} {mode:<26} stopped by the deadline or an interrupt (not recorded)")
+                        continue
+                    self.store.add(record)
+                    self.done += 1
+                    self.bar.write(f"[{self.done}/{self.bar.total}] {format_line(record)}")
+                    self.bar.update(1)
+
+    def stop_all(self) -> None:
+        self.stop.set()  # lanes start nothing more; live workers are killed
+        with self.lock:
+            for proc in list(self.live):
+                self.kill(proc)
+
+
+def format_line(r: dict[str, Any]) -> str:
+    """One line per finished run: model, mode, compile_s, step_ms, status (and the error, shortened)."""
+    def num(v: Any, fmt: str) -> str:
+        return format(v, fmt) if isinstance(v, (int, float)) else "-"
+    line = (f"{r['model']:<18} {r['mode']:<26} compile {num(r.get('compile_s'), '8.1f')} s  "
+            f"step {num(r.get('step_ms'), '10.3f')} ms  {r.get('status')}")
+    return line + (f"  ({str(r['error'])[:160]})" if r.get("error") and r.get("status") != "ok" else "")
+
+
+def lane_devices(lanes: str) -> list[str | None]:
+    """The CUDA_VISIBLE_DEVICES value of each lane ([None] on a machine without CUDA)."""
+    import torch
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    n = (count or 1) if lanes == "auto" else int(lanes) if lanes.isdigit() else 0
+    if n < 1 or (count and n > count):
+        raise ZooError(f"--lanes {lanes}: expected auto or 1..{max(count, 1)} ({count} visible CUDA GPU(s))")
+    if not count:
+        return [None] * n
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [v.strip() for v in visible.split(",")] if visible else [str(i) for i in range(count)]
+    return ids[:n]
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM (a tool's time limit) -> KeyboardInterrupt in the main thread: stop the workers, keep results."""
+    raise KeyboardInterrupt
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.zoo.run", description=__doc__.splitlines()[0])
+    p.add_argument("--models", default="all", help="all (the real models) or name,name")
+    p.add_argument("--modes", default="plain,max-autotune,hook", help=f"comma list of: {', '.join(modes.NAMES)}, "
+                   "or hook:key=value,... (one such mode per --modes item: separate several with ';')")
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--lanes", default="auto", help="GPUs to use in parallel (auto: all visible)")
+    p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--run-timeout", type=float, default=240.0, help="seconds per (model, mode) run")
+    p.add_argument("--budget-s", type=float, default=None, help="start no run after this many seconds")
+    p.add_argument("--resume-from", type=Path, help="seed the results with an earlier results.json")
+    p.add_argument("--retry-failed", action="store_true", help="rerun pairs recorded as error or timeout")
+    p.add_argument("--report-only", action="store_true", help="only rewrite results.md and the plot")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return run(args, argv if argv is not None else sys.argv[1:])
+    except ZooError as exc:
+        print(f"zoo: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def prepare(args: argparse.Namespace, argv: list[str]) -> tuple[list[str], list[str], Store]:
+    """Check the models, modes, --out and the results files (one-line ZooError, nothing written before the
+    checks pass); record the command in out/meta.json for the report's header."""
+    out, results = args.out, args.out / "results.json"
+    try:
+        model_names = models.names() if args.models == "all" else [m.strip() for m in args.models.split(",")]
+        mode_names = modes.split_modes(args.modes)
+        for name in model_names:
+            models.get(name)
+        for name in mode_names:
+            modes.parse_mode(name)
+    except ValueError as exc:
+        raise ZooError(str(exc)) from None
+    records = load_records(results) if results.exists() else []
+    if args.resume_from is not None:
+        seen = {(r["model"], r["mode"]) for r in records}
+        records += [r for r in load_records(args.resume_from) if (r["model"], r["mode"]) not in seen]
+    try:
+        (out / "logs").mkdir(parents=True, exist_ok=True)
+        meta = json.loads((out / "meta.json").read_text()) if (out / "meta.json").exists() else {}
+        commands = meta.get("commands", []) if isinstance(meta, dict) else []
+        write_json(str(out / "meta.json"), {"commands": commands + ["python -m benchmarks.zoo.run " + " ".join(argv)]})
+    except (OSError, ValueError) as exc:
+        raise ZooError(f"cannot write to --out {out}: {getattr(exc, 'strerror', None) or exc}") from None
+    store = Store(results, records)
+    store.save()  # the merged seed (and a check that results.json can be written) before any run
+    return model_names, mode_names, store
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> int:
+    from tqdm import tqdm
+
+    out, results = args.out, args.out / "results.json"
+    if args.report_only:
+        if not results.exists():
+            raise ZooError(f"--report-only: no {results}")
+        report.write_report(load_records(results), out)
+        return 0
+    devices = lane_devices(args.lanes)
+    model_names, mode_names, store = prepare(args, argv)
+    work: queue.Queue = queue.Queue()
+    total = 0
+    for model in model_names:
+        todo = [m for m in mode_names if not store.done(model, m, args.retry_failed)]
+        if todo:
+            work.put((model, todo))
+            total += len(todo)
+    deadline = time.monotonic() + args.budget_s if args.budget_s is not None else None
+    runner = Runner(args, store, out, deadline)
+    print(f"zoo: {total} run(s) to do on {len(devices)} lane(s); results in {results}", flush=True)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    # disable=None: the bar only on a terminal; a captured log gets the per-run lines alone
+    with tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True, disable=None) as runner.bar:
+        threads = [threading.Thread(target=runner.lane, args=(i, d, work), daemon=True)
+                   for i, d in enumerate(devices)]
+        for t in threads:
+            t.start()
+        try:
+            while any(t.is_alive() for t in threads):
+                threads[0].join(timeout=0.5)  # a short wait keeps the main thread able to take signals
+        except KeyboardInterrupt:
+            runner.stop_all()
+            print("zoo: interrupted; finished runs are in results.json", file=sys.stderr)
+            return 130
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    left = sum(1 for m in model_names for mode in mode_names if not store.done(m, mode, False))
+    if left:
+        print(f"zoo: {left} run(s) left (budget spent): rerun the same command to continue", flush=True)
+    path = report.write_report(list(store.records.values()), out)
+    print(f"zoo: wrote {path} and {out / 'speed_vs_compile.png'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""The model-zoo benchmark on CPU: registries, mode strings, the worker end to end on tiny-mlp, the runner's
+resumability and errors, the report's figures, and (if transformers imports) real-width builds."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.zoo import models, modes, report, run, worker
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def fast_compile(monkeypatch):
+    """One compile thread: no Inductor worker pool to start in each tiny subprocess."""
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+
+def test_registry_errors():
+    with pytest.raises(ValueError, match="unknown model 'nope'.*tiny-mlp"):
+        models.get("nope")
+    with pytest.raises(ValueError, match="unknown mode 'fast'.*max-autotune"):
+        modes.parse_mode("fast")
+    with pytest.raises(ValueError, match="only hook"):
+        modes.parse_mode("plain:top_k=3")
+    with pytest.raises(ValueError, match="key=value"):
+        modes.parse_mode("hook:top_k")
+    assert len(models.names()) >= 14 and "tiny-mlp" not in models.names()
+    assert "tiny-mlp" in models.names(tests=True) and models.names("train", tests=True)[-1] == "tiny-train"
+    assert {"llama-train", "vit-base-train", "bert-train"} <= set(models.names("train"))
+
+
+def test_mode_strings():
+    m = modes.parse_mode("hook:top_k=3,cudagraphs=False,gap=0.5,space=exhaustive,model=None")
+    assert m.name == "hook:top_k=3,cudagraphs=False,gap=0.5,space=exhaustive,model=None" and m.base == "hook"
+    assert m.kwargs == {"top_k": 3, "cudagraphs": False, "gap": 0.5, "space": "exhaustive", "model": None}
+    assert m.cudagraphs is False and modes.parse_mode("hook").cudagraphs is None
+    assert modes.parse_mode("max-autotune").cudagraphs and not modes.parse_mode("ma-gemm").cudagraphs
+    assert modes.parse_mode("ma-gemm-cudagraphs").cudagraphs and modes.parse_mode("cudagraphs").cudagraphs
+    assert modes.split_modes("plain,hook:top_k=3,cudagraphs=False,ma-gemm;hook:top_k=1,plain") == [
+        "plain", "hook:top_k=3,cudagraphs=False", "ma-gemm", "hook:top_k=1"]
+
+
+def test_kernel_census():
+    kernels = [("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTT", 30.0), ("triton_tem_fused_mm_0", 10.0),
+               ("triton_poi_fused_convolution_relu_1", 5.0), ("triton_red_fused_sum_2", 5.0),
+               ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, cutlass::half_t>>", 20.0),
+               ("sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc", 20.0),
+               ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 10.0)]
+    c = report.census(kernels)
+    g = c["groups"]
+    assert (g["vendor_gemm"]["count"], g["triton_template"]["count"], g["triton"]["count"]) == (2, 1, 2)
+    assert g["other"]["count"] == 2 and math.isclose(g["vendor_gemm"]["share"], 0.4)
+    assert c["kernels"] == 7 and c["top"][0][0].startswith("nvjet")
+    assert "gemm 2 (40%)" in report.census_cell(c)
+
+
+def _worker(tmp_path, model, mode="plain"):
+    out = tmp_path / f"{model}.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.zoo.worker", "--model", model, "--mode", mode,
+                           "--repeats", "5", "--json-out", str(out)], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "ind")}, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(out.read_text())
+
+
+def test_worker_end_to_end(tmp_path, fast_compile):
+    r = _worker(tmp_path, "tiny-mlp")
+    assert r["status"] == "ok", r["error"]
+    assert r["compile_s"] > 0 and r["compile_s_total"] >= r["compile_s"] and r["step_ms"] > 0
+    assert r["step_ms_p10"] <= r["step_ms"] <= r["step_ms_p90"] and r["eager_launch_ms"] > 0
+    assert r["correct"] is True and r["rel_err"] < 1e-3 and r["timing"] == "direct"
+    assert r["schema_version"] == 1 and r["torch"] and r["census"] is None and r["device"] == "cpu"
+
+
+def test_worker_records_errors(tmp_path):
+    r = _worker(tmp_path, "not-a-model")
+    assert r["status"] == "error" and "unknown model 'not-a-model'" in r["error"]
+
+
+def test_runner_resumes(tmp_path, fast_compile, capsys):
+    out = tmp_path / "zoo"
+    argv = ["--models", "tiny-mlp", "--modes", "plain", "--out", str(out), "--repeats", "5"]
+    assert run.main(argv) == 0
+    first = json.loads((out / "results.json").read_text())
+    assert [(r["model"], r["mode"], r["status"]) for r in first] == [("tiny-mlp", "plain", "ok")]
+    assert (out / "results.md").exists() and (out / "speed_vs_compile.png").exists()
+    capsys.readouterr()
+    assert run.main(argv) == 0  # nothing left: launches no worker
+    assert "0 run(s) to do" in capsys.readouterr().out
+    assert json.loads((out / "results.json").read_text()) == first
+    # seeded from an earlier results file, with a failed run: skipped unless --retry-failed
+    seed = tmp_path / "seed.json"
+    seed.write_text(json.dumps([{"model": "tiny-train", "mode": "plain", "status": "timeout"}]))
+    assert run.main(["--models", "tiny-mlp,tiny-train", "--modes", "plain", "--out", str(out),
+                     "--resume-from", str(seed)]) == 0
+    assert "0 run(s) to do" in capsys.readouterr().out
+    assert len(json.loads((out / "results.json").read_text())) == 2
+    assert run.main(["--report-only", "--out", str(out)]) == 0
+
+
+def test_runner_errors(tmp_path, capsys):
+    out = tmp_path / "zoo"
+    out.mkdir()
+    (out / "results.json").write_text("[{broken")
+    for argv, message in [(["--models", "tiny-mlp"], "cannot read"), (["--models", "nope"], "unknown model"),
+                          (["--modes", "fast"], "unknown mode"), (["--lanes", "x"], "--lanes x")]:
+        assert run.main([*argv, "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1, err
+    assert (out / "results.json").read_text() == "[{broken"  # nothing overwritten
+    (out / "results.json").unlink()
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"model": "x"}))
+    assert run.main(["--models", "tiny-mlp", "--out", str(out), "--resume-from", str(bad)]) == 2
+    assert "not a zoo results file" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert run.main(["--models", "tiny-mlp", "--out", str(blocker / "sub")]) == 2
+    assert "cannot write to --out" in capsys.readouterr().err
+
+
+def _rec(model, mode, compile_s, step_ms, status="ok"):
+    return {"model": model, "mode": mode, "compile_s": compile_s, "step_ms": step_ms, "status": status}
+
+
+def test_summarize():
+    records = [
+        _rec("a", "plain", 10.0, 2.0), _rec("a", "max-autotune", 40.0, 1.0), _rec("a", "hook", 20.0, 1.6),
+        _rec("b", "plain", 5.0, 1.0), _rec("b", "max-autotune", 50.0, 2.0), _rec("b", "hook", 5.0, 0.5),
+        _rec("c", "plain", 8.0, 4.0), _rec("c", "max-autotune", 8.0, None, "timeout"),
+        _rec("c", "hook", 80.0, 1.0, "wrong")]
+    s = report.summarize(records)
+    a, b = s["models"]["a"], s["models"]["b"]
+    assert math.isclose(a["hook"]["speed_vs_plain"], 1.25) and math.isclose(a["hook"]["speed_vs_best"], 0.625)
+    assert math.isclose(b["hook"]["speed_vs_plain"], 2.0) and math.isclose(b["hook"]["speed_vs_best"], 2.0)
+    assert math.isclose(a["hook"]["compile_vs_plain"], 2.0) and math.isclose(b["hook"]["compile_vs_plain"], 1.0)
+    assert math.isclose(s["models"]["c"]["hook"]["speed_vs_best"], 4.0)  # plain is c's best: MA timed out
+    hook = s["modes"]["hook"]  # c's hook run is wrong: left out of the hook's own figures
+    assert math.isclose(hook["geomean_speed_vs_plain"], math.sqrt(1.25 * 2.0))
+    assert math.isclose(hook["geomean_speed_vs_best"], math.sqrt(0.625 * 2.0))
+    assert math.isclose(hook["min_speed_vs_best"], 0.625)
+    assert math.isclose(hook["geomean_compile_vs_plain"], math.sqrt(2.0)) and hook["max_compile_vs_plain"] == 2.0
+    assert (hook["models"], hook["runs"], hook["not_ok"]) == (2, 3, 1)
+    ma = s["modes"]["max-autotune"]
+    assert math.isclose(ma["geomean_speed_vs_plain"], 1.0) and math.isclose(ma["geomean_speed_vs_best"], 0.5 ** 0.5)
+    assert math.isclose(ma["geomean_compile_vs_plain"], math.sqrt(4.0 * 10.0)) and ma["max_compile_vs_plain"] == 10
+    assert s["mode_order"] == ["plain", "max-autotune", "hook"]
+    md = report.markdown(records, s, ["python -m benchmarks.zoo.run --models a"])
+    assert "| `hook` | 1.581 | 1.118 | 0.625 | 1.41x | 2.00x | 2 | 1 |" in md and "**timeout**" in md
+
+
+def test_tolerances_cover_dtypes():
+    for name in models.names(tests=True):
+        assert models.get(name).compute_dtype in worker.TOLERANCE
+
+
+def test_transformers_builds():
+    pytest.importorskip("transformers")
+    import torch
+
+    for name in ("gpt2-decode", "bert-train"):
+        module, inputs, kind = models.get(name).build(torch.device("cpu"), torch.float32)
+        out = module(*inputs)
+        assert torch.isfinite(out).all() and kind == ("loss" if name.endswith("train") else "forward")
+    assert out.dim() == 0
