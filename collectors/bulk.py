@@ -25,7 +25,7 @@ import pandas as pd
 from predictor.candidate import Candidate
 from predictor.device import DeviceInfo
 from predictor.problem import PROBLEM_FIELDS, Problem, problem_from_row
-from predictor.schema import SCHEMA_VERSION
+from predictor.schema import SCHEMA_VERSION, read_parquet
 
 from .store import PartWriter, finished_problem_ids
 
@@ -56,10 +56,7 @@ def load_problems(corpus: str | Path) -> pd.DataFrame:
     path = Path(corpus)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such corpus file")
-    try:
-        df = pd.read_parquet(path)
-    except Exception as exc:
-        raise ValueError(f"{path}: not a readable corpus parquet ({type(exc).__name__})") from None
+    df = read_parquet(path, what="corpus parquet")[0].to_pandas()  # page checksums and footer_sha256 verified
     missing = [c for c in (*PROBLEM_FIELDS, "problem_id", "family_tag") if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: corpus lacks columns {', '.join(missing)}")

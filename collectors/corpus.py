@@ -30,9 +30,9 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from predictor.problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
+from predictor.schema import DatasetError, read_parquet, write_parquet
 from predictor.split import problem_group
 
 log = logging.getLogger(__name__)
@@ -512,17 +512,15 @@ def summary(df: pd.DataFrame) -> dict[str, pd.Series]:
 
 
 def write_corpus(df: pd.DataFrame, path: str | Path, seed: int) -> Path:
-    """zstd parquet with metadata (seed, corpus_sha256, count), written atomically."""
+    """zstd parquet with metadata (seed, corpus_sha256, count), page checksums and ``footer_sha256``
+    (``predictor.schema.write_parquet``), written atomically."""
     path = Path(path)
     table = pa.Table.from_pandas(df[list(CORPUS_COLUMNS)], preserve_index=False)
     meta = {"corpus_version": CORPUS_VERSION, "seed": int(seed), "corpus_sha256": corpus_sha256(df), "count": len(df),
             "generator": "python -m collectors.corpus"}
     table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                            **{k.encode(): json.dumps(v).encode() for k, v in meta.items()}})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    tmp.replace(path)
+    write_parquet(table, path)
     log.info("wrote %d problems to %s (sha256 %s)", len(df), path, meta["corpus_sha256"][:12])
     return path
 
@@ -531,14 +529,12 @@ def load_corpus(path: str | Path) -> pd.DataFrame:
     """Read a corpus file, check its columns and that its problem ids match the recorded hash."""
     path = Path(path)
     try:
-        table = pq.read_table(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise CorpusError(f"{path}: not a readable corpus parquet ({type(exc).__name__}: {str(exc)[:120]})") from None
+        table, meta = read_parquet(path, what="corpus parquet")  # page checksums and footer_sha256 verified
+    except DatasetError as exc:
+        raise CorpusError(str(exc)) from None
     missing = [c for c in CORPUS_COLUMNS if c not in table.column_names]
     if missing:
         raise CorpusError(f"{path}: missing corpus columns {', '.join(missing)}")
-    raw = table.schema.metadata or {}
-    meta = {k.decode(): json.loads(v) for k, v in raw.items() if not k.startswith((b"pandas", b"ARROW"))}
     df = _typed(table.to_pandas()[list(CORPUS_COLUMNS)])
     if df["problem_id"].duplicated().any():
         raise CorpusError(f"{path}: {int(df['problem_id'].duplicated().sum())} duplicate problem ids")
