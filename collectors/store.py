@@ -14,7 +14,8 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from predictor.schema import DatasetError, read_dataset, write_dataset
+from predictor.atomic import check_output_file
+from predictor.schema import DatasetError, file_metadata, read_dataset, write_dataset
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +62,19 @@ def finished_problem_ids(folder: str | Path) -> set[str]:
 
 
 def merge_parts(folder: str | Path, dest: str | Path, metadata_update: dict[str, Any] | None = None) -> pd.DataFrame:
-    """Concatenate all parts into one dataset file; refuses duplicate (problem, candidate) rows."""
+    """Concatenate all parts into one dataset file, written atomically. ``read_dataset`` refuses duplicate
+    (problem, candidate) rows and parts of different GPUs; ``dest`` must be a new path or a dataset file (which is
+    replaced), checked before any part is read."""
+    check_output_file(dest)
+    if Path(dest).exists():
+        try:
+            file_metadata(dest)["schema_version"]
+        except (DatasetError, KeyError):
+            raise DatasetError(f"{dest}: exists and is not a dataset file; choose a new path (nothing was written)") from None
+    if not Path(folder).is_dir():
+        raise DatasetError(f"{folder}: not a folder of parts")
     df = read_dataset(folder)
     meta = dict(df.attrs["metadata"])
-    dup = df.duplicated(["problem_id", "candidate", "collector"])
-    if dup.any():
-        raise DatasetError(f"{folder}: {int(dup.sum())} duplicate problem x candidate rows")
     df = df.sort_values(["problem_id", "inductor_rank" if "inductor_rank" in df else "candidate"], kind="stable")
     meta.update(metadata_update or {})
     write_dataset(df.reset_index(drop=True), dest, meta)

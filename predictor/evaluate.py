@@ -32,6 +32,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .atomic import REPORT, check_output_folder, claim_output, staged_folder
 from .device import DeviceInfo
 
 logger = logging.getLogger(__name__)
@@ -476,11 +477,17 @@ def write_report(results: EvaluationResult | pd.DataFrame, out_dir: str | Path, 
 
     ``context`` describes the run (gpu, torch, triton, dataset, dataset_sha256, command, model, ...);
     missing keys are shown as "n/a". ``context["main"]`` names the ranker the per-problem plots show
-    (default: the first ranker). Per-problem plots need an ``EvaluationResult``.
+    (default: the first ranker). Per-problem plots need an ``EvaluationResult``. The folder is written whole
+    beside ``out_dir`` and swapped in (``predictor.atomic``): an interrupted run never mixes new and old files.
     """
-    result = _as_result(results)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    final = check_output_folder(out_dir, REPORT)
+    with staged_folder(final, REPORT) as out:
+        doc = _write_report_files(_as_result(results), out, context)
+    logger.info("wrote report to %s", final)
+    return doc
+
+
+def _write_report_files(result: EvaluationResult, out: Path, context: Mapping[str, Any]) -> dict[str, Any]:
     metrics = result.metrics
     rankers = result.rankers or list(dict.fromkeys(metrics["ranker"]))
     main = context.get("main") or (rankers[0] if rankers else "")
@@ -510,7 +517,6 @@ def write_report(results: EvaluationResult | pd.DataFrame, out_dir: str | Path, 
     doc = metrics_dict(metrics, ctx)
     (out / "metrics.json").write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     (out / "report.md").write_text(_report_markdown(metrics, rankers, ctx, plots, result))
-    logger.info("wrote report to %s", out)
     return doc
 
 
@@ -654,12 +660,19 @@ def run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: str | Pa
     ``split.test_groups`` its metadata records.
     Returns the ``metrics.json`` document.
     """
-    from .schema import DatasetError, file_sha256, read_dataset
-    from .split import in_groups, recorded_test_groups, split_by_group
-
     ks = _check_ks(ks)
     if split not in ("test", "all"):
         raise EvaluationError(f"unknown split {split!r}; expected 'test' or 'all'")
+    out = check_output_folder(out_dir, REPORT)  # before the work; held so a second run into it fails at once
+    with claim_output(out):
+        return _run_evaluation(model_dir, dataset, out, space, ks, split, compare_models, command)
+
+
+def _run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: Path, space: str, ks: tuple[int, ...],
+                    split: str, compare_models: Sequence[str | Path], command: str | None) -> dict[str, Any]:
+    from .schema import DatasetError, file_sha256, read_dataset
+    from .split import in_groups, recorded_test_groups, split_by_group
+
     try:
         from .artifacts import load_model
     except ImportError as exc:

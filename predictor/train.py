@@ -16,6 +16,7 @@ from typing import Any, Iterable
 import pandas as pd
 from tqdm.auto import tqdm
 
+from .atomic import MODEL, check_output_folder, claim_output
 from .device import DeviceInfo
 from .evaluate import KS, RANDOM, per_problem_fraction, random_expectation, summarise
 from .policy import problem_kind
@@ -151,7 +152,17 @@ def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = No
     then refit on every row (train + held-out) with the same hyper-parameters and seed, which is what
     to ship once the hyper-parameters are chosen; the metadata records which one was saved."""
     datasets = [Path(dataset)] if isinstance(dataset, (str, Path)) else [Path(d) for d in dataset]
-    out = Path(out) if out is not None else Path("models") / ranker
+    # the output first: a folder that is not a model folder, or cannot be written, is refused before any work,
+    # and the claim makes a second train into the same folder fail at once instead of racing this one
+    out = check_output_folder(out if out is not None else Path("models") / ranker, MODEL)
+    with claim_output(out):
+        return _fit_and_save(datasets, ranker, out, seed, space, test_fraction, refit_all, params, progress,
+                             holdout_groups)
+
+
+def _fit_and_save(datasets: list[Path], ranker: str, out: Path, seed: int, space: str, test_fraction: float,
+                  refit_all: bool, params: dict[str, Any] | None, progress: bool,
+                  holdout_groups: Iterable[str] | None) -> dict[str, Any]:
     params = dict(params or {})
     if _takes_seed(ranker) and "seed" not in params:
         params["seed"] = seed
