@@ -390,6 +390,26 @@ def prepare_run(corpus: str, out: str, space: str, tma: bool, reps: int) -> dict
     return json.loads(run_file.read_text())
 
 
+def check_count(value: int | None, option: str, what: str = "problems") -> None:
+    """``--limit``/``--sample``: None (all) or a positive count; a negative one would silently mean "all but"."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{option} {value}: must be a positive number of {what} (leave it out for all)")
+
+
+def check_collect_args(corpus: str, shard: str, limit: int | None, reps: int, gpus: str, screen: float | None) -> Shard:
+    """Everything about a collect request that can be wrong without a GPU, checked before looking for one."""
+    check_count(limit, "--limit")
+    if reps < 10:
+        raise ValueError(f"--reps {reps}: labels need the median of at least 10 runs")
+    if screen is not None and not screen >= 1.5:
+        raise ValueError(f"--screen {screen}: must be 0 (off) or >= 1.5 (else near-best candidates lose reps)")
+    if gpus != "all" and not all(g.strip().isdigit() for g in gpus.split(",")):
+        raise ValueError(f"--gpus {gpus!r}: must be 'all' or comma-separated GPU indices, e.g. 0,1")
+    base = Shard.parse(shard)
+    load_problems(corpus)  # exists, is a readable (and intact) corpus with the problem columns
+    return base
+
+
 def collect(corpus: str, out: str, space: str = "default", shard: str = "0/1", gpus: str = "0", reps: int = 10,
             limit: int | None = None, tma: bool = True, seed: int = 0, precompile_workers: int | None = None,
             query: str | None = None, resume_from: str | None = None, screen: float | None = None) -> list[dict]:
@@ -397,11 +417,9 @@ def collect(corpus: str, out: str, space: str = "default", shard: str = "0/1", g
 
     from predictor.spaces import enumerate_space
 
+    base = check_collect_args(corpus, shard, limit, reps, gpus, screen)  # before the GPU: wrong input is wrong anywhere
     if not torch.cuda.is_available():
         raise RuntimeError("collect needs a CUDA GPU and none is visible (torch.cuda.is_available() is False)")
-    if reps < 10:
-        raise ValueError(f"--reps {reps}: labels need the median of at least 10 runs")
-    base = Shard.parse(shard)
     if resume_from:
         props = torch.cuda.get_device_properties(0)
         done = seed_from_dataset(resume_from, out, props.name, f"{props.major}.{props.minor}")

@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         from .bulk import collect
 
         screen = args.screen if args.screen is not None else (3.0 if args.space == "exhaustive" else 0.0)
-        if screen and screen < 1.5:
-            raise SystemExit(f"--screen {screen}: must be 0 (off) or >= 1.5 (else near-best candidates lose reps)")
+        if screen < 0:
+            raise ValueError(f"--screen {screen}: must be 0 (off) or >= 1.5 (else near-best candidates lose reps)")
 
         stats = collect(args.corpus, args.out, space=args.space, shard=args.shard, gpus=args.gpus, reps=args.reps,
                         limit=args.limit, tma=not args.no_tma, precompile_workers=args.workers, query=args.filter,
@@ -72,7 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     q.set_defaults(func=run_inductor)
 
-    m = sub.add_parser("merge", help="merge a folder of parts into one dataset file (refuses duplicates)")
+    m = sub.add_parser("merge", help="merge a folder of parts into one dataset file (refuses duplicates and parts of "
+                                     "different GPUs)")
     m.add_argument("parts")
     m.add_argument("dest")
 

@@ -151,15 +151,21 @@ def run_inductor_collection(corpus: str, out: str, query: str | None = None, lim
 
     from predictor.device import DeviceInfo
 
-    from .bulk import Shard, select_problems
+    from .bulk import Shard, check_count, select_problems
     from .corpus import corpus_sha256, load_corpus
 
-    if not torch.cuda.is_available():
-        raise RuntimeError("collect-inductor needs a CUDA GPU and none is visible")
+    # what can be wrong without a GPU first
+    check_count(limit, "--limit")
+    check_count(sample, "--sample")
+    check_count(cutlass_max_configs, "--cutlass-max-configs", "configs")
+    Shard.parse(shard)
     backends = backends.upper()
     unknown = set(backends.split(",")) - {"ATEN", "TRITON", "CUTLASS"}
     if unknown:
         raise ValueError(f"--backends {backends}: unknown {', '.join(sorted(unknown))} (ATEN, TRITON, CUTLASS)")
+    load_corpus(corpus)
+    if not torch.cuda.is_available():
+        raise RuntimeError("collect-inductor needs a CUDA GPU and none is visible")
     if "CUTLASS" in backends:
         from torch._inductor import config as icfg
 

@@ -8,6 +8,7 @@ so on restart the set of problem ids already in parts is exactly the set of fini
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,15 @@ class PartWriter:
         self.every_rows = every_rows  # exhaustive problems carry ~2400 rows each: flush by size as well
         self._rows: list[dict] = []
         self._problems = 0
-        existing = sorted(self.folder.glob(f"{prefix}-*.parquet"))
-        self._seq = 1 + max((int(p.stem.rsplit("-", 1)[1]) for p in existing), default=-1)
+        own = re.compile(re.escape(prefix) + r"-(\d+)\.parquet")
+        seqs = []
+        for path in sorted(self.folder.glob(f"{prefix}-*.parquet")):
+            match = own.fullmatch(path.name)
+            if match:
+                seqs.append(int(match.group(1)))
+            else:  # e.g. a copy someone made; read with the parts (merge checks it), never overwritten
+                log.warning("%s: not a part name this writer uses (%s-NNNNN.parquet); left alone", path, prefix)
+        self._seq = 1 + max(seqs, default=-1)
 
     def add_problem(self, rows: list[dict]) -> None:
         self._rows.extend(rows)

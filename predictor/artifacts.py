@@ -174,6 +174,32 @@ def read_metadata(folder: str | Path) -> dict[str, Any]:
     return meta
 
 
+# metadata fields the library reads, and the JSON types they must have (absent is fine)
+_NUMBER = (int, float)
+_META_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,), "space": (str,), "split_seed": (int,), "test_fraction": _NUMBER, "refit_all": (bool,),
+    "dataset_sha256": (str, type(None)), "dataset": (dict,), "datasets": (list,), "split": (dict,),
+    "pruning": (dict, type(None)), "problem_ranges": (dict,), "metrics": (dict,), "libraries": (dict,),
+}
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true/false", dict: "an object",
+               list: "a list", type(None): "null"}
+
+
+def _check_types(meta: dict[str, Any], where: str) -> None:
+    """Refuse metadata fields of the wrong JSON type with one line (they would fail later, deep in a consumer)."""
+    for key, kinds in _META_TYPES.items():
+        value = meta.get(key)
+        if key in meta and (not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)):
+            expected = "a number" if kinds == _NUMBER else " or ".join(_TYPE_NAMES[k] for k in kinds)
+            raise ModelError(f"{where}: metadata {key!r} is {value!r:.40}, not {expected}")
+    groups = meta.get("split", {}).get("test_groups")
+    if groups is not None and not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
+        raise ModelError(f"{where}: metadata split.test_groups must be a list of group names")
+    margin = (meta.get("pruning") or {}).get("margin")
+    if margin is not None and (isinstance(margin, bool) or not isinstance(margin, _NUMBER)):
+        raise ModelError(f"{where}: metadata pruning.margin is {margin!r:.40}, not a number or null")
+
+
 def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
     """Load ``(ranker, metadata)`` from a model folder after checking it; see the module docstring.
 
@@ -197,6 +223,7 @@ def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
         ours = FEATURE_NAMES[first] if first < len(FEATURE_NAMES) else "(end)"
         raise ModelError(f"{where}: model uses {len(names)} features, this library computes {len(FEATURE_NAMES)}; "
                          f"they differ from #{first} ({theirs!r} vs {ours!r}); retrain it")
+    _check_types(meta, where)
     try:
         device = DeviceInfo.from_metadata(meta)
     except (TypeError, ValueError) as exc:
@@ -236,8 +263,6 @@ def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
 
     here = library_versions()
     trained = meta.get("libraries", {})
-    if not isinstance(trained, dict):
-        raise ModelError(f"{where}: metadata 'libraries' must be an object of versions, got {type(trained).__name__}")
     differ = {k: (trained.get(k), here[k]) for k in ("lightgbm", "scikit-learn") if trained.get(k) != here[k]}
     if differ:
         log.warning("%s: trained with %s; running with %s", where,

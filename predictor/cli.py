@@ -105,12 +105,12 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
 def _add_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="compare two evaluation results (metrics.json) side by side")
     p.add_argument("--compare", nargs=2, required=True, metavar=("A", "B"), help="two metrics.json files or report dirs")
-    p.add_argument("--labels", nargs=2, default=None)
+    p.add_argument("--labels", nargs=2, default=None, help="column names (default: the report folders' names)")
 
     def run(args: argparse.Namespace) -> int:
         from .evaluate import compare
 
-        _, markdown = compare(args.compare[0], args.compare[1], labels=args.labels)
+        _, markdown = compare(args.compare[0], args.compare[1], labels=args.labels or _report_labels(args.compare))
         print(markdown)
         return 0
 
@@ -135,6 +135,14 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
         return 0
 
     p.set_defaults(func=run)
+
+
+def _report_labels(paths: list[str]) -> tuple[str, str]:
+    """Each report's folder name (a metrics.json file's folder), or the paths as given when the names clash."""
+    names = tuple((p.parent if p.suffix == ".json" else p).resolve().name or str(p) for p in map(Path, paths))
+    if names[0] != names[1]:
+        return names
+    return (paths[0], paths[1]) if paths[0] != paths[1] else (f"{paths[0]} (A)", f"{paths[1]} (B)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, RuntimeError, KeyError) as exc:
-        # every user-facing error is one line naming the file or value
+    except (ValueError, OSError, RuntimeError, KeyError) as exc:
+        # every user-facing error is one line naming the file or value (OSError: a disk full, a permission denied)
         return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 

@@ -6,6 +6,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {"gpu": (str,), "cc": (str,), "sm_count": (int,), "smem_per_block": (int,),
+                                            "l2_bytes": (int,), "mem_bandwidth_gbs": (int, float)}
+_KIND_NAMES = {(str,): "a string", (int,): "an integer", (int, float): "a number"}
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     gpu: str
@@ -26,6 +31,13 @@ class DeviceInfo:
         missing = [k for k in ("gpu", "cc", "sm_count", "smem_per_block", "l2_bytes", "mem_bandwidth_gbs") if k not in dev]
         if missing:
             raise ValueError(f"metadata 'device' section lacks {', '.join(missing)}")
+        for key, kinds in _FIELD_TYPES.items():
+            value = dev.get(key)
+            if key in dev and (isinstance(value, bool) or not isinstance(value, kinds)):
+                raise ValueError(f"metadata 'device' {key} is {value!r}, not {_KIND_NAMES[kinds]}")
+        peaks = dev.get("peak_tflops", {})
+        if not isinstance(peaks, dict) or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in peaks.values()):
+            raise ValueError(f"metadata 'device' peak_tflops is {peaks!r}, not an object of numbers per dtype")
         return cls(**{k: dev[k] for k in cls.__dataclass_fields__ if k in dev})
 
     @classmethod

@@ -713,7 +713,7 @@ def _run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: Path, s
     try:
         device = DeviceInfo.from_metadata(meta if isinstance(meta.get("device"), dict) else data_meta)
     except ValueError as exc:
-        raise EvaluationError(f"no device description in the model or dataset metadata ({exc})") from None
+        raise EvaluationError(f"{model_dir} / {dataset}: no usable device description in the metadata ({exc})") from None
     notes: list[str] = []
     data_gpu = data_meta.get("gpu")
     if data_gpu and data_gpu != device.gpu:
@@ -768,21 +768,27 @@ def _run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: Path, s
 
 def load_metrics(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     """A metrics document from a dict, a ``metrics.json`` path, or a report folder holding one."""
+    where = "metrics"
     if isinstance(source, Mapping):
         doc = dict(source)
     else:
-        path = Path(source)
+        path = where = Path(source)
         if path.is_dir():
             path = path / "metrics.json"
         if not path.exists():
             raise EvaluationError(f"{path}: no such metrics file")
         try:
             doc = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise EvaluationError(f"{path}: not a metrics.json document ({exc})") from None
-    if not isinstance(doc.get("metrics"), list):
-        raise EvaluationError("not a metrics document: it has no 'metrics' list")
+        where = path
+    rows = doc.get("metrics") if isinstance(doc, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"ranker", "k", "slice_kind", "slice"} <= set(r)
+                                             for r in rows):
+        raise EvaluationError(f"{where}: not a metrics document (no 'metrics' list of ranker/k/slice rows)")
     doc.setdefault("context", {})
+    if not isinstance(doc["context"], dict):
+        raise EvaluationError(f"{where}: not a metrics document ('context' is not an object)")
     return doc
 
 

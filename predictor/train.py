@@ -123,7 +123,10 @@ def load_training_rows(dataset: str | Path | list, space: str = "default") -> tu
     paths = [dataset] if isinstance(dataset, (str, Path)) else list(dataset)
     frames = [read_dataset(p) for p in paths]
     meta = frames[0].attrs.get("metadata", {})
-    device = DeviceInfo.from_metadata(meta)
+    try:
+        device = DeviceInfo.from_metadata(meta)
+    except ValueError as exc:
+        raise ValueError(f"{paths[0]}: {exc}") from None
     for path, frame in zip(paths[1:], frames[1:]):
         other = frame.attrs.get("metadata", {}).get("gpu")
         if other != meta.get("gpu"):
