@@ -76,3 +76,31 @@ def test_cutlass_root_is_built_from_the_wheel_layout(tmp_path, monkeypatch):
         z.writestr("other/__init__.py", "")
     with pytest.raises(ValueError, match="nvidia-cutlass"):
         prepare_cutlass_root(empty, tmp_path / "work2")
+
+
+def test_cutlass_root_lives_in_a_private_folder(tmp_path, monkeypatch):
+    """Inductor imports Python code from the root: never from a fixed shared /tmp path another user could make."""
+    import os
+    import stat
+
+    from collectors.cutlass_env import default_workdir
+
+    wheel = tmp_path / "nvidia_cutlass-4.2.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name in ("cutlass_library/__init__.py", "cutlass_library/source/include/cutlass/cutlass.h"):
+            z.writestr(name, "")
+    monkeypatch.setenv("TORCHINDUCTOR_CUTLASS_DIR", "unset")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    root = prepare_cutlass_root(wheel)
+    work = default_workdir(wheel)
+    assert root.parent == work and str(work).startswith(str(tmp_path / "cache")) and "/tmp/gemm_predictor" not in str(root)
+    assert stat.S_IMODE(work.stat().st_mode) == 0o700 and work.stat().st_uid == os.getuid()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # as if another user had created it first
+    with pytest.raises(RuntimeError, match="not a private folder of this user"):
+        prepare_cutlass_root(wheel, shared)
+    (tmp_path / "link").symlink_to(work)
+    with pytest.raises(RuntimeError, match="not a private folder"):
+        prepare_cutlass_root(wheel, tmp_path / "link")
+    assert not any(p.name.startswith(".wheel-") for p in work.iterdir())  # no staging leftovers
