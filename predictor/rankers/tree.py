@@ -8,15 +8,17 @@ JSON data, never a pickle (a pickle runs code when loaded, whatever checksum sit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from sklearn.tree import DecisionTreeRegressor
 
 from ..device import DeviceInfo
 from ..features import FEATURE_NAMES, feature_matrix
 from ._common import RankerBase, training_rows
+
+if TYPE_CHECKING:
+    from sklearn.tree import DecisionTreeRegressor
 
 LEAF = -1  # sklearn's TREE_LEAF: a node without children
 
@@ -148,6 +150,8 @@ class TreeRanker(RankerBase):
         self.learn_failures = learn_failures
 
     def fit(self, rows: pd.DataFrame, device: DeviceInfo) -> "TreeRanker":
+        from sklearn.tree import DecisionTreeRegressor  # only to fit: a saved tree predicts with numpy alone
+
         fit_rows, log2_ratio = training_rows(rows, self.learn_failures)
         target = np.minimum(log2_ratio, self.target_clip)
         tree = DecisionTreeRegressor(max_depth=self.max_depth, min_samples_leaf=self.min_samples_leaf,
