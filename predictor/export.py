@@ -207,7 +207,9 @@ def export_table(fn_or_module: Any, example_inputs: Any, out_path: str | os.Path
         triton_version = triton.__version__
     except Exception:  # noqa: BLE001 -- no triton: nothing to record
         triton_version = None
-    cudagraphs = compile_kwargs.get("cudagraphs", True)
+    # the export runs the model under no_grad: with cudagraphs="auto" (predictor.compile's default) that is an
+    # inference graph, compiled without CUDA graph trees; production should compile it the same way
+    cudagraphs = compile_kwargs.get("cudagraphs", "auto") is True
     doc = {
         "table": table,
         "gpu": current_gpu(),
@@ -219,7 +221,7 @@ def export_table(fn_or_module: Any, example_inputs: Any, out_path: str | os.Path
         "device_key": device_key,
         "predictor_model": None if pruner.model_path is None else str(pruner.model_path),
         "predictor_disabled": pruner.disabled,
-        "inductor_options": _json_safe({**compiling.RECOMMENDED_OPTIONS, "triton.cudagraphs": bool(cudagraphs),
+        "inductor_options": _json_safe({**compiling.RECOMMENDED_OPTIONS, "triton.cudagraphs": cudagraphs,
                                         **{k: v for k, v in options.items() if k != "fx_graph_cache"}}),
         "gemms": {"recorded": len(recorder.decisions), "keys": len(table), "conflicts": conflicts,
                   "skipped": dict(recorder.skipped),
