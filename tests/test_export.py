@@ -24,6 +24,7 @@ from predictor import cli, export, hook
 from predictor.compiling import RECOMMENDED_OPTIONS, recommended_settings
 from predictor.device import DeviceInfo
 from predictor.hook import GemmPruner
+from predictor.testing import fakes
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
 
@@ -271,43 +272,13 @@ class PositionRanker:
         return np.arange(len(rows), dtype=float)
 
 
-def hook_ktc(uid: str, **kwargs):
-    return SimpleNamespace(template=SimpleNamespace(uid=uid, src_hash=None),
-                           params=SimpleNamespace(to_kwargs=lambda: dict(kwargs),
-                                                  to_serializeable_dict=lambda: dict(kwargs)))
+hook_ktc = fakes.ktc
 
 
-class FakeNode:
-    def __init__(self, size, stride, dtype=torch.float16):
-        self.size, self.stride, self.dtype = tuple(size), tuple(stride), dtype
-
-    def get_size(self):
-        return self.size
-
-    def get_stride(self):
-        return self.stride
-
-    def get_dtype(self):
-        return self.dtype
-
-    def get_name(self):
-        return "arg0_1"
-
-
-class FakeInputs:
-    device_type = "cuda"
-
-    def __init__(self, m, n, k):
-        self.a, self.b, self.shape = FakeNode((m, k), (k, 1)), FakeNode((k, n), (n, 1)), (m, n, k)
-
-    def nodes(self):
-        return [self.a, self.b]
-
-    def mat1mat2(self):
-        return self.a, self.b
-
-    def out_dtype(self):
-        return self.a.get_dtype()
+def FakeInputs(m, n, k):  # noqa: N802 -- row-major fp16 GEMM operands, as the hook reads them
+    inputs = fakes.mm_inputs(m, n, k, torch.float16)
+    inputs.shape = (m, n, k)  # what FakeKeyer keys on
+    return inputs
 
 
 def mm_choices():

@@ -28,6 +28,8 @@ from predictor.hook import GemmPruner, HookSettings, find_model, problem_from_in
 from predictor.problem import Problem
 from predictor.rankers import make_ranker
 from predictor.spaces import enumerate_space
+from predictor.testing import fakes
+from predictor.testing.fakes import FakeInputs, ktc
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm-all"
@@ -38,48 +40,12 @@ LOGGER = "predictor.hook"
 # Stand-ins for Inductor's objects
 # ---------------------------------------------------------------------------------------------
 
-class FakeNode:
-    def __init__(self, size, stride, dtype=torch.float16):
-        self.size, self.stride, self.dtype = tuple(size), tuple(stride), dtype
-
-    def get_size(self):
-        return self.size
-
-    def get_stride(self):
-        return self.stride
-
-    def get_dtype(self):
-        return self.dtype
-
-    def get_name(self):
-        return "arg0_1"  # graph input names repeat across graphs: the hook must not rely on them alone
-
-
-class FakeInputs:
-    """What the hook reads of ``MMKernelInputs``."""
-
-    device_type = "cuda"
-
-    def __init__(self, a: FakeNode, b: FakeNode, out_dtype=None, bias: FakeNode | None = None):
-        self.a, self.b, self.bias, self._out = a, b, bias, out_dtype
-
-    def nodes(self):
-        return [n for n in (self.bias, self.a, self.b) if n is not None]
-
-    def mat1mat2(self):
-        return self.a, self.b
-
-    def out_dtype(self):
-        return self._out or self.a.get_dtype()
+def FakeNode(size, stride, dtype=torch.float16):  # noqa: N802 -- the shared stand-in, fp16 by default here
+    return fakes.FakeNode(size, stride, dtype)
 
 
 def mm_inputs(m: int, n: int, k: int, dtype=torch.float16) -> FakeInputs:
-    return FakeInputs(FakeNode((m, k), (k, 1), dtype), FakeNode((k, n), (n, 1), dtype))
-
-
-def ktc(uid: str, **kwargs):
-    return SimpleNamespace(template=SimpleNamespace(uid=uid), params=SimpleNamespace(to_kwargs=lambda: dict(kwargs)))
-
+    return fakes.mm_inputs(m, n, k, dtype)
 
 def fake_choices(problem: Problem, hint: int | None = None) -> list:
     """Inductor-like KernelTemplateChoices for the space ``predictor.spaces`` reproduces."""

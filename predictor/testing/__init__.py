@@ -1,0 +1,1 @@
+"""Stand-ins for Inductor's objects, shared by the tests and the CPU benchmarks (no GPU, no compile)."""
