@@ -9,6 +9,8 @@ sha256), held-out metrics, library versions, the device it was trained for and t
 ``load_model`` checks everything it can before it trusts the folder: the sha256 of the model file is
 verified before anything is parsed, a feature list or schema from another version of this
 library is refused, and so is a model made for another GPU. Every refusal is a one-line ``ModelError``.
+``load_runtime_model``, the hook's loader, makes the same checks and scores a LightGBM model with numpy
+(``predictor.lgbm_text``): the hook's path imports neither LightGBM, scikit-learn nor scipy.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 from .atomic import MODEL, check_output_folder, staged_folder
 from .device import DeviceInfo
 from .features import FEATURE_NAMES
+from .lgbm_text import TEXT_FOREST_SIGNS, TextForestRanker, parse_text_forest
 from .schema import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -200,12 +203,8 @@ def _check_types(meta: dict[str, Any], where: str) -> None:
         raise ModelError(f"{where}: metadata pruning.margin is {margin!r:.40}, not a number or null")
 
 
-def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
-    """Load ``(ranker, metadata)`` from a model folder after checking it; see the module docstring.
-
-    ``expect_device``: the GPU the model will rank for; a model trained on another GPU (name or compute
-    capability) is refused. The ranker scores with ``DeviceInfo.from_metadata(metadata)``."""
-    folder = Path(folder)
+def _checked_metadata(folder: Path, expect_device: DeviceInfo | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(metadata, ranker section)`` after every check that needs no model file: versions, features, types, GPU."""
     meta = read_metadata(folder)
     where = str(folder)
     if meta.get("artifact_version") != ARTIFACT_VERSION:
@@ -231,20 +230,17 @@ def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
     if expect_device is not None and not device.same_gpu(expect_device):
         raise ModelError(f"{where}: model was trained for {device.gpu} (cc {device.cc}); "
                          f"this device is {expect_device.gpu} (cc {expect_device.cc})")
-
-    from .rankers import make_ranker
-
     spec = meta.get("ranker")
     if not isinstance(spec, dict) or not isinstance(spec.get("params", {}), dict):
         raise ModelError(f"{where}: metadata has no ranker section")
-    try:
-        ranker = make_ranker(spec.get("name"), **spec.get("params", {}))
-    except (TypeError, ValueError) as exc:
-        raise ModelError(f"{where}: {_one_line(exc)}") from None
+    return meta, spec
 
+
+def _verified_model_file(folder: Path, meta: dict[str, Any]) -> tuple[str, bytes]:
+    """``(model file name, its bytes)`` once the bytes match the metadata's sha256; nothing is parsed before."""
     model_file = meta.get("model_file")
     if model_file not in MODEL_FILES:
-        raise ModelError(f"{where}: unknown model file {model_file!r}; this library reads {' or '.join(MODEL_FILES)} "
+        raise ModelError(f"{folder}: unknown model file {model_file!r}; this library reads {' or '.join(MODEL_FILES)} "
                          "(never a pickle)")
     path = folder / model_file
     try:
@@ -255,18 +251,66 @@ def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
     if digest != meta.get("model_sha256"):
         raise ModelError(f"{path}: sha256 {digest[:12]}... does not match the metadata's "
                          f"{str(meta.get('model_sha256'))[:12]}...; the file is corrupt or was changed")
+    return model_file, payload
 
+
+def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
+    """Load ``(ranker, metadata)`` from a model folder after checking it; see the module docstring.
+
+    ``expect_device``: the GPU the model will rank for; a model trained on another GPU (name or compute
+    capability) is refused. The ranker scores with ``DeviceInfo.from_metadata(metadata)``. This builds the
+    trainable ranker (LightGBM, scikit-learn); the hook uses ``load_runtime_model``."""
+    folder = Path(folder)
+    meta, spec = _checked_metadata(folder, expect_device)
+
+    from .rankers import make_ranker
+
+    try:
+        ranker = make_ranker(spec.get("name"), **spec.get("params", {}))
+    except (TypeError, ValueError) as exc:
+        raise ModelError(f"{folder}: {_one_line(exc)}") from None
+    model_file, payload = _verified_model_file(folder, meta)
     try:
         ranker = _deserialise(ranker, model_file, payload)
     except Exception as exc:  # anything the model libraries raise on a bad file, as one line
-        raise ModelError(f"{path}: cannot load ({_one_line(exc)})") from None
+        raise ModelError(f"{folder / model_file}: cannot load ({_one_line(exc)})") from None
 
     here = library_versions()
     trained = meta.get("libraries", {})
     differ = {k: (trained.get(k), here[k]) for k in ("lightgbm", "scikit-learn") if trained.get(k) != here[k]}
     if differ:
-        log.warning("%s: trained with %s; running with %s", where,
+        log.warning("%s: trained with %s; running with %s", folder,
                     ", ".join(f"{k} {a}" for k, (a, _) in differ.items()), ", ".join(f"{k} {b}" for k, (_, b) in differ.items()))
+    return ranker, meta
+
+
+def _lightgbm_importable() -> bool:
+    try:
+        import lightgbm  # noqa: F401 -- imports scikit-learn and scipy too: over a second
+    except (ImportError, OSError):  # not installed, or its native library does not load
+        return False
+    return True
+
+
+def load_runtime_model(folder: str | Path, expect_device: DeviceInfo | None = None, prefer_lightgbm: bool = False):
+    """``(ranker, metadata)`` for the hook: the checks of ``load_model``, and for a LightGBM model a
+    ``TextForestRanker`` that scores with numpy, same scores, without importing LightGBM, scikit-learn or scipy
+    (over a second at every compile's start). Other rankers (the decision tree, the baselines) load through
+    ``load_model``, which imports the ranker registry only then.
+
+    ``prefer_lightgbm``: LightGBM's own predictor where it is installed, for the exhaustive space's ~2400 choices
+    per GEMM (22 ms per GEMM on one CPU thread against numpy's 37 ms; worth its import from ~40 such GEMMs)."""
+    folder = Path(folder)
+    meta, spec = _checked_metadata(folder, expect_device)
+    name = spec.get("name")
+    if meta.get("model_file") != LGBM_FILE or name not in TEXT_FOREST_SIGNS or (
+            prefer_lightgbm and _lightgbm_importable()):
+        return load_model(folder, expect_device)
+    model_file, payload = _verified_model_file(folder, meta)
+    try:
+        ranker = TextForestRanker(name, parse_text_forest(payload.decode(), model_file))
+    except Exception as exc:  # a file this reader cannot parse, as one line
+        raise ModelError(f"{folder / model_file}: cannot load ({_one_line(exc)})") from None
     return ranker, meta
 
 

@@ -178,7 +178,7 @@ def summarise(fractions: pd.Series | np.ndarray, hits: pd.Series | np.ndarray | 
 def pruning_rule_summary(rows: pd.DataFrame, scores: np.ndarray, k: int, margin: float | None,
                          keep_aten: bool = True, aten_alone_below_us: float | None = None,
                          device: "DeviceInfo | None" = None) -> dict[str, float]:
-    """What the hook keeps and reaches, by the hook's own rule (``rankers.base.keep_best`` and
+    """What the hook keeps and reaches, by the hook's own rule (``policy.keep_best`` and
     ``with_aten_fallback``): per problem the top ``k``, minus those more than ``margin`` below the favourite,
     plus the best-scored aten row when ``keep_aten`` and none is kept; with ``aten_alone_below_us`` (needs
     ``device``), aten alone where it is the favourite of a GEMM whose ideal time is below that.
@@ -186,7 +186,7 @@ def pruning_rule_summary(rows: pd.DataFrame, scores: np.ndarray, k: int, margin:
     Returns ``summarise`` of the fractions plus ``kept_mean`` (choices Inductor would still compile and
     benchmark) and ``single`` (share of problems left with one choice: no benchmarking at all)."""
     from .features import ideal_time_us
-    from .rankers.base import aten_alone_if_small, keep_best, with_aten_fallback
+    from .policy import aten_alone_if_small, keep_best, with_aten_fallback
 
     if aten_alone_below_us is not None and device is None:
         raise ValueError("aten_alone_below_us needs the device (for the GEMM's ideal time)")
@@ -634,7 +634,7 @@ def hook_rule_table(rows: pd.DataFrame, model: Any, device: DeviceInfo, meta: Ma
                     ks: Iterable[int]) -> list[dict[str, Any]]:
     """What ``predictor.install(top_k=k)`` keeps and reaches on these rows, per k: its plain top k, then its
     defaults (the calibrated margin from ``meta``, a favoured aten alone on GEMMs under ATEN_ALONE_BELOW_US)."""
-    from .rankers.base import ATEN_ALONE_BELOW_US
+    from .policy import ATEN_ALONE_BELOW_US
 
     scores = np.asarray(model.score(rows, device), dtype=float)
     margin = (meta.get("pruning") or {}).get("margin")

@@ -35,14 +35,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .artifacts import METADATA_FILE, ModelError, load_model, read_metadata
+from .artifacts import METADATA_FILE, ModelError, load_runtime_model, read_metadata
 from .candidate import CANDIDATE_FIELDS, Candidate, from_choice_caller, from_template_kwargs
 from .cutlass import is_cutlass_choice, prune_cutlass
 from .device import DeviceInfo
 from .features import ideal_time_us
-from .rankers.base import (ATEN_ALONE_BELOW_US, aten_alone_if_small, keep_best, with_aten_fallback,
-                           with_epilogue_templates)
-from .policy import DECIDE_MIN_GAP, FALLBACKS, decide_one, fallback_choices, problem_kind
+from .policy import (ATEN_ALONE_BELOW_US, DECIDE_MIN_GAP, FALLBACKS, aten_alone_if_small, decide_one,
+                     fallback_choices, keep_best, problem_kind, with_aten_fallback, with_epilogue_templates)
 from .problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
 from .spaces import SPACES
 
@@ -332,10 +331,13 @@ class GemmPruner:
             # arithmetic are identical, so the ranking transfers far better than no pruning at all
             similar = (s.allow_similar_gpu and not trained_for.same_gpu(device)
                        and trained_for.same_architecture(device))
-            self.ranker, self.metadata = load_model(folder, expect_device=None if similar else device)
+            # a LightGBM model scores with numpy: importing LightGBM (and scikit-learn, scipy) takes over a second;
+            # the exhaustive space's ~2400 choices per GEMM score faster with LightGBM, used where it is installed
+            self.ranker, self.metadata = load_runtime_model(folder, expect_device=None if similar else device,
+                                                            prefer_lightgbm=s.space == "exhaustive")
         except ModelError as exc:
             return self._disable("no_model", f"{exc}; every GEMM: {self._fallback_words()}")
-        except Exception as exc:  # noqa: BLE001 -- load_model wraps known errors; this is the rest
+        except Exception as exc:  # noqa: BLE001 -- load_runtime_model wraps known errors; this is the rest
             return self._disable("no_model", f"{folder}: cannot load ({type(exc).__name__}: {exc}); "
                                  f"every GEMM: {self._fallback_words()}")
         self.model_path = folder

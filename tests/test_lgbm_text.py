@@ -55,3 +55,18 @@ def test_unsupported_or_broken_files_are_refused(tmp_path):
         load_text_forest(cat)
     with pytest.raises(ValueError, match="feature matrix"):
         load_text_forest(MODELS / "h200-default-lgbm-all" / "model.lgbm.txt").predict(np.zeros((3, 2)))
+
+
+def test_malformed_trees_are_refused(tmp_path):
+    text = (MODELS / "h200-default-lgbm-all" / "model.lgbm.txt").read_text()
+    head, _, rest = text.partition("\nTree=0\n")
+    tree0, _, tail = rest.partition("\nTree=1\n")
+    fields = dict(line.split("=", 1) for line in tree0.splitlines() if "=" in line)
+    for key, change, needle in (("left_child", lambda v: "0 " + v.split(" ", 1)[1], "cycle"),
+                                ("right_child", lambda v: "99 " + v.split(" ", 1)[1], "does not have"),
+                                ("split_feature", lambda v: "999 " + v.split(" ", 1)[1], "does not have")):
+        bad = tree0.replace(f"{key}={fields[key]}", f"{key}={change(fields[key])}")
+        path = tmp_path / f"{key}.txt"
+        path.write_text(f"{head}\nTree=0\n{bad}\nTree=1\n{tail}")
+        with pytest.raises(ValueError, match=needle):
+            load_text_forest(path)
