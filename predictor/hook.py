@@ -41,7 +41,8 @@ from .cutlass import is_cutlass_choice, prune_cutlass
 from .device import DeviceInfo
 from .features import ideal_time_us
 from .policy import (ATEN_ALONE_BELOW_US, DECIDE_MIN_GAP, FALLBACKS, aten_alone_if_small, decide_one,
-                     fallback_choices, keep_best, problem_kind, with_aten_fallback, with_epilogue_templates)
+                     fallback_choices, is_aten_choice, keep_best, problem_kind, with_aten_fallback,
+                     with_epilogue_templates)
 from .problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
 from .spaces import SPACES
 
@@ -280,6 +281,7 @@ class GemmPruner:
         self._aten_alone: dict[tuple, None] = {}
         self._filter_ms: list[float] = []  # the filter's own time per GEMM (model load included on the first)
         self._fallbacks: Counter = Counter()
+        self._thread = threading.local()  # per compiling thread: the operands of the last addmm's aten call
         self._loaded = ranker is not None
         self._uuid: str | None = None
         # called as recorder(kept, kernel_inputs, op_name) with every GEMM's final list (predictor.export); never pickled
@@ -473,9 +475,12 @@ class GemmPruner:
         if choices:
             try:
                 self.load()
-                kept = self._prune(choices, kernel_inputs, op_name)
-                if not kept:
-                    raise _PassThrough("empty", f"nothing kept of {len(choices)} choices for {op_name}")
+                if self._aten_offered_apart(choices, kernel_inputs, op_name):
+                    kept = self._decide_apart(choices, kernel_inputs, op_name)
+                else:
+                    kept = self._prune(choices, kernel_inputs, op_name)
+                    if not kept:
+                        raise _PassThrough("empty", f"nothing kept of {len(choices)} choices for {op_name}")
             except _PassThrough as exc:
                 kept, fallback = (choices if exc.keep_all else self._fallback(choices)), exc.reason
                 if exc.warn:
@@ -505,6 +510,40 @@ class GemmPruner:
             except Exception as exc:  # recording must never break a compile
                 self._warn_once("record", f"recording the decision for {op_name} failed ({type(exc).__name__}: {exc})")
         return kept
+
+    def _aten_offered_apart(self, choices: list[Any], kernel_inputs: Any, op_name: str) -> bool:
+        """Whether this list is the non-aten part of a GEMM whose aten choices Inductor offered in the call just
+        before, on this thread, for the same operands: torch >= 2.13 lowers ``addmm`` in three calls (aten
+        choices with the 1-D bias, a contiguous-bias subgraph, the Triton templates), torch 2.11 in one. Only
+        ``policy="decide"`` with ``fallback="aten"`` acts on it: one choice per GEMM across the calls."""
+        s = self.settings
+        if op_name != "addmm" or s.policy != "decide" or s.fallback != "aten":
+            return False
+        key = _operands_key(list(kernel_inputs.nodes()) if hasattr(kernel_inputs, "nodes") else [])
+        if any(map(is_aten_choice, choices)):
+            self._thread.addmm_aten_key = key
+            return False
+        return key is not None and getattr(self._thread, "addmm_aten_key", None) == key
+
+    def _decide_apart(self, choices: list[Any], kernel_inputs: Any, op_name: str) -> list[Any]:
+        """The non-aten part of a split ``addmm``: nothing (the aten choice already kept stands, as plain
+        ``torch.compile`` runs it) unless the model's favourite here beats cuBLAS, scored as a virtual aten
+        candidate, by ``decide_gap``. An unknown template (the contiguous-bias subgraph) keeps nothing."""
+        if self.ranker is None:
+            return []
+        try:
+            cands = [from_template_kwargs(c.template.uid, c.params.to_kwargs()) for c in choices]
+        except (ValueError, KeyError, AttributeError):
+            return []
+        problem = problem_from_inputs(kernel_inputs, "addmm")
+        virtual = [Candidate("aten", aten_op="addmm"), Candidate("aten", aten_op="bias_addmm")]
+        every = cands + virtual
+        scores = np.asarray(self.ranker.score(_rows(problem, every, [None] * len(every)), self.device), dtype=float)
+        if scores.shape != (len(every),) or not np.isfinite(scores).all():
+            return []
+        chosen = decide_one(scores, [c.family == "aten" for c in every], self._trusted(problem),
+                            self.settings.decide_gap)
+        return [] if chosen >= len(cands) else [choices[chosen]]
 
     def _fallback(self, choices: list[Any]) -> list[Any]:
         try:

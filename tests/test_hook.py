@@ -909,3 +909,51 @@ def test_decide_trusts_triton_only_for_kinds_the_model_was_trained_on():
     assert p.filter(choices, inputs, "int_mm") == [choices[0]]
     meta["problem_ranges"]["kinds"].append("int_mm/int8/row/col")
     assert pruner(ranker, metadata=meta, policy="decide").filter(choices, inputs, "int_mm") == [choices[2]]
+
+
+class FamilyRanker:
+    """Scores aten rows 0 and every other row ``other`` (the last non-aten row ``other + 0.5``)."""
+
+    name = "family"
+
+    def __init__(self, other: float):
+        self.other = other
+
+    def score(self, rows, device):
+        scores = np.where(rows["family"].to_numpy() == "aten", 0.0, self.other)
+        non_aten = np.flatnonzero(rows["family"].to_numpy() != "aten")
+        if len(non_aten):
+            scores[non_aten[-1]] += 0.5
+        return scores
+
+
+def test_decide_keeps_one_choice_across_a_split_addmm_lowering():
+    """torch >= 2.13 lowers addmm in three calls for the same operands: the aten choices (1-D bias), a contiguous-bias
+    subgraph, the Triton templates. The aten call keeps one aten choice; the later calls keep nothing unless the
+    model's Triton favourite beats cuBLAS (scored as a virtual aten candidate) by the decide gap."""
+    problem = Problem("addmm", 512, 768, 3072, "float16")
+    a, b = FakeNode((512, 3072), (3072, 1)), FakeNode((3072, 768), (768, 1))
+    aten_call = [ktc("aten::addmm"), ktc("aten::bias_addmm")]
+    subgraph_call = [ktc("contiguous_addmm")]
+    triton_call = [c for c in fake_choices(problem) if not c.template.uid.startswith("aten::")]
+    bias_1d, bias_2d = FakeNode((768,), (1,)), FakeNode((512, 768), (0, 1))
+
+    def lower(p):
+        return [p.filter(aten_call, FakeInputs(a, b, bias=bias_1d), "addmm"),
+                p.filter(subgraph_call, FakeInputs(a, b, bias=bias_2d), "addmm"),
+                p.filter(triton_call, FakeInputs(a, b, bias=bias_2d), "addmm")]
+
+    unsure = pruner(FamilyRanker(1.0), policy="decide", fallback="aten")
+    kept = lower(unsure)
+    assert len(kept[0]) == 1 and kept[1] == [] and kept[2] == []  # cuBLAS alone, nothing benchmarked
+    sure = pruner(FamilyRanker(3.0), policy="decide", fallback="aten")
+    kept = lower(sure)
+    assert len(kept[0]) == 1 and kept[1] == [] and kept[2] == [triton_call[-1]]
+    # a Triton-only list that does not follow an aten call for the same operands is not dropped
+    other = pruner(FamilyRanker(1.0), policy="decide", fallback="aten")
+    lone = other.filter(triton_call, FakeInputs(a, b, bias=bias_2d), "addmm")
+    assert len(lone) == 1
+    # torch 2.11's single call (aten and Triton together) is decided as before
+    together = pruner(FamilyRanker(1.0), policy="decide", fallback="aten")
+    assert together.filter(aten_call + triton_call, FakeInputs(a, b, bias=bias_2d), "addmm") in ([aten_call[0]],
+                                                                                                  [aten_call[1]])
