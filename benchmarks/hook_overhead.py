@@ -25,23 +25,10 @@ PROBLEMS = [("mm", 333, 1111, 2222, "float16"), ("mm", 4096, 4096, 4096, "bfloat
             ("mm", 32, 28672, 4096, "bfloat16"), ("mm", 2048, 16384, 3000, "bfloat16")]
 
 
-class _Node:
-    def __init__(self, size, stride, dtype):
-        self.size, self.stride, self.dtype = size, stride, dtype
-
-    def get_size(self):
-        return self.size
-
-    def get_stride(self):
-        return self.stride
-
-    def get_dtype(self):
-        return self.dtype
-
-
 def _inputs(m: int, n: int, k: int, dtype):
-    a, b = _Node((m, k), (k, 1), dtype), _Node((k, n), (n, 1), dtype)
-    return SimpleNamespace(device_type="cuda", nodes=lambda: [a, b], mat1mat2=lambda: (a, b), out_dtype=lambda: dtype)
+    from predictor.testing.fakes import mm_inputs
+
+    return mm_inputs(m, n, k, dtype)
 
 
 def _choices(problem, space: str, device) -> list:
