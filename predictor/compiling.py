@@ -52,16 +52,22 @@ def _graph_needs_backward(gm: Any, example_inputs: Any) -> bool:
 
 
 def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str) -> Any:
-    """A Dynamo backend: Inductor with ``options``, CUDA graph trees per graph as ``cudagraphs`` says."""
+    """torch.compile's own Inductor backend object with ``options``, deciding CUDA graph trees per graph.
 
-    def backend(gm: Any, example_inputs: Any) -> Any:
-        from torch._inductor.compile_fx import compile_fx
+    A subclass of ``torch._TorchCompileInductorWrapper`` (what ``torch.compile`` builds for ``backend="inductor"``)
+    so that Dynamo treats it as Inductor (cache keys, ``torch._dynamo.reset`` resetting the trees, the CUPTI
+    settings it makes when CUDA graphs may run); only the ``triton.cudagraphs`` value differs per graph."""
+    import torch
+    from torch._inductor.compile_fx import compile_fx
 
-        trees = _graph_needs_backward(gm, example_inputs) if cudagraphs == "auto" else bool(cudagraphs)
-        # compile_fx re-applies config_patches around the backward pass, which is compiled later, lazily
-        return compile_fx(gm, example_inputs, config_patches={**options, "triton.cudagraphs": trees})
+    class PredictorInductor(torch._TorchCompileInductorWrapper):
+        def __call__(self, model_: Any, inputs_: Any, **kwargs: Any) -> Any:
+            trees = _graph_needs_backward(model_, inputs_) if cudagraphs == "auto" else bool(cudagraphs)
+            patches = {**self.config, **(kwargs.get("config_patches") or {}), "triton.cudagraphs": trees}
+            # compile_fx re-applies config_patches around the backward pass, which is compiled later, lazily
+            return compile_fx(model_, inputs_, config_patches=patches)
 
-    return backend
+    return PredictorInductor(None, {**options, "triton.cudagraphs": cudagraphs is not False}, None)
 
 
 def compile(model: Any, *, cudagraphs: bool | str = "auto", predictor_model: str | os.PathLike | None = None,

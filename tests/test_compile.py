@@ -1,0 +1,73 @@
+"""``predictor.compile`` on the CPU: which graphs get CUDA graph trees, the options it passes to Inductor, and its
+one-line refusals. (On a GPU: tests/test_gpu_compile.py.)"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import predictor
+from predictor import compiling, hook
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Replace Inductor's compile_fx with a recorder of its config patches that runs the graph eagerly."""
+    seen: list[dict] = []
+
+    def fake_compile_fx(gm, example_inputs, config_patches=None, **kwargs):
+        seen.append(dict(config_patches or {}))
+        return gm.forward
+
+    monkeypatch.setattr("torch._inductor.compile_fx.compile_fx", fake_compile_fx)
+    torch._dynamo.reset()
+    yield seen
+    torch._dynamo.reset()
+    while hook._STACK:
+        predictor.uninstall()
+
+
+def _mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 8))
+
+
+@pytest.mark.parametrize(("cudagraphs", "grad", "trees"), [("auto", True, True), ("auto", False, False),
+                                                          (False, True, False), (True, False, True)])
+def test_cuda_graph_trees_for_training_graphs_only_by_default(recorded, cudagraphs, grad, trees):
+    model, x = _mlp(), torch.randn(4, 8)
+    compiled = predictor.compile(model, cudagraphs=cudagraphs)
+    with torch.set_grad_enabled(grad):
+        out = compiled(x)
+    torch.testing.assert_close(out, model(x))
+    assert len(recorded) == 1
+    patches = recorded[0]
+    assert patches["triton.cudagraphs"] is trees
+    for key, value in compiling.RECOMMENDED_OPTIONS.items():
+        assert patches[key] == value
+
+
+def test_the_backend_is_torch_compiles_own_inductor_wrapper():
+    """Dynamo treats it as Inductor (cache keys, dynamo.reset clearing the CUDA graph trees, CUPTI settings)."""
+    backend = compiling._inductor_backend(dict(compiling.RECOMMENDED_OPTIONS), "auto")
+    assert isinstance(backend, torch._TorchCompileInductorWrapper) and backend.compiler_name == "inductor"
+    assert backend.config["max_autotune_gemm"] is True
+
+
+def test_user_options_win_and_bad_arguments_are_refused_in_one_line(recorded):
+    model, x = _mlp(), torch.randn(4, 8)
+    with torch.no_grad():
+        predictor.compile(model, options={"max_autotune_gemm": False, "triton.cudagraphs": True})(x)
+    assert recorded[-1]["max_autotune_gemm"] is False and recorded[-1]["triton.cudagraphs"] is True
+    for kwargs, words in (({"mode": "max-autotune"}, "not mode="), ({"backend": "eager"}, "not backend="),
+                          ({"cudagraphs": "yes"}, "cudagraphs must be"),
+                          ({"options": {"no_such_option": 1}}, "no_such_option")):
+        with pytest.raises(ValueError, match=words) as info:
+            predictor.compile(model, **kwargs)
+        assert "\n" not in str(info.value)
+
+
+def test_compiling_twice_with_the_same_settings_shares_one_hook(recorded):
+    predictor.compile(_mlp())
+    predictor.compile(_mlp())
+    assert len(hook._STACK) == 1 and hook._STACK[-1].pruner.settings == compiling.recommended_settings()
