@@ -62,6 +62,7 @@ _STAT_KEYS = ("gemms_seen", "pruned", "passed_through", "kept_total", "considere
               "hints_considered", "hints_kept", "cutlass_considered", "cutlass_kept", "epilogue_templates_added")
 SLOW_FILTER_MS = 50.0  # per GEMM: above this the filter itself would slow compiles down (Exhaustive issue)
 _RECENT_DECISIONS = 256  # kept-score records remembered for override_best_choice (per pruner)
+_SCORE_CACHE = 4096  # problems whose scores a pruner remembers
 
 
 class _PassThrough(Exception):
@@ -281,6 +282,7 @@ class GemmPruner:
         self._aten_alone: dict[tuple, None] = {}
         self._filter_ms: list[float] = []  # the filter's own time per GEMM (model load included on the first)
         self._fallbacks: Counter = Counter()
+        self._scores: dict[tuple, np.ndarray] = {}  # see _score
         self._thread = threading.local()  # per compiling thread: the operands of the last addmm's aten call
         self._loaded = ranker is not None
         self._uuid: str | None = None
@@ -538,12 +540,24 @@ class GemmPruner:
         problem = problem_from_inputs(kernel_inputs, "addmm")
         virtual = [Candidate("aten", aten_op="addmm"), Candidate("aten", aten_op="bias_addmm")]
         every = cands + virtual
-        scores = np.asarray(self.ranker.score(_rows(problem, every, [None] * len(every)), self.device), dtype=float)
+        scores = self._score(problem, every, [None] * len(every))
         if scores.shape != (len(every),) or not np.isfinite(scores).all():
             return []
         chosen = decide_one(scores, [c.family == "aten" for c in every], self._trusted(problem),
                             self.settings.decide_gap)
         return [] if chosen >= len(cands) else [choices[chosen]]
+
+    def _score(self, problem: Problem, cands: list[Candidate], hints: list[int | None]) -> np.ndarray:
+        """The ranker's scores, remembered per (problem, candidates, hints): a model's repeated layers and its
+        backward pass lower the same GEMM again and again (building the feature frame is most of the cost)."""
+        key = (problem, tuple(c.key for c in cands), tuple(hints))
+        scores = self._scores.get(key)
+        if scores is None:
+            scores = np.asarray(self.ranker.score(_rows(problem, cands, hints), self.device), dtype=np.float64)
+            if len(self._scores) >= _SCORE_CACHE:
+                self._scores.pop(next(iter(self._scores)), None)
+            self._scores[key] = scores
+        return scores
 
     def _fallback(self, choices: list[Any]) -> list[Any]:
         try:
@@ -597,8 +611,7 @@ class GemmPruner:
             # labels time float32 with TF32 off (Inductor's default); with TF32 on, cuBLAS and the Triton
             # templates run other instructions and the ranking does not carry over
             raise _PassThrough("tf32", f"{problem}: float32 with TF32 enabled was never measured", warn=False)
-        scores = self.ranker.score(_rows(problem, cands, hints), self.device)
-        scores = np.asarray(scores, dtype=np.float64)
+        scores = self._score(problem, cands, hints)
         if scores.shape != (len(choices),) or not np.isfinite(scores).all():
             raise ValueError(f"the ranker returned {scores.shape} scores, not {len(choices)} finite ones")
 
