@@ -213,6 +213,21 @@ def _layout(size: tuple[int, ...], stride: tuple[int, ...]) -> str:
     return "row" if size[-1] == 1 or stride[-1] == 1 else "col"
 
 
+def _symbolic_sizes(kernel_inputs: Any) -> bool:
+    """Whether a GEMM operand has a symbolic size (dynamic shapes). The hook then decides for one size hint,
+    while the kernel runs at every size: cuBLAS adapts to each call, one Triton config does not, so the decide
+    policy keeps cuBLAS there."""
+    try:
+        nodes = kernel_inputs.mat1mat2() if hasattr(kernel_inputs, "mat1mat2") else list(kernel_inputs.nodes())[-2:]
+        for node in nodes:
+            [int(x) for x in node.get_size()]
+    except TypeError:
+        return True
+    except Exception:  # noqa: BLE001 -- unreadable: not a reason to change the decision
+        return False
+    return False
+
+
 def _operands_key(nodes: list[Any]) -> tuple | None:
     """The two matrix operands of a GEMM as names, sizes and strides: what ties a ``_finalize_template_configs``
     call to the ChoiceCallers of the same GEMM in Inductor's preprocessing step (names alone repeat across
@@ -543,8 +558,8 @@ class GemmPruner:
         scores = self._score(problem, every, [None] * len(every))
         if scores.shape != (len(every),) or not np.isfinite(scores).all():
             return []
-        chosen = decide_one(scores, [c.family == "aten" for c in every], self._trusted(problem),
-                            self.settings.decide_gap)
+        trusted = self._trusted(problem) and not _symbolic_sizes(kernel_inputs)
+        chosen = decide_one(scores, [c.family == "aten" for c in every], trusted, self.settings.decide_gap)
         return [] if chosen >= len(cands) else [choices[chosen]]
 
     def _score(self, problem: Problem, cands: list[Candidate], hints: list[int | None]) -> np.ndarray:
@@ -617,7 +632,8 @@ class GemmPruner:
 
         if deciding:
             is_aten = [c.family == "aten" for c in cands]
-            chosen = decide_one(scores, is_aten, self._trusted(problem), s.decide_gap)
+            trusted = self._trusted(problem) and not _symbolic_sizes(kernel_inputs)
+            chosen = decide_one(scores, is_aten, trusted, s.decide_gap)
             log.debug("gemm-predictor: %s (%s): decided %s of %d", op_name, problem, cands[chosen].key, len(cands))
             return [choices[chosen]]
 

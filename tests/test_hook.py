@@ -957,3 +957,22 @@ def test_decide_keeps_one_choice_across_a_split_addmm_lowering():
     together = pruner(FamilyRanker(1.0), policy="decide", fallback="aten")
     assert together.filter(aten_call + triton_call, FakeInputs(a, b, bias=bias_2d), "addmm") in ([aten_call[0]],
                                                                                                   [aten_call[1]])
+
+
+class SymbolicSize:
+    """A size Inductor cannot turn into an int (a dynamic dimension); the graph's size hint is 512."""
+
+    def __int__(self):
+        raise TypeError("symbolic")
+
+
+def test_decide_keeps_cublas_for_dynamic_shapes(monkeypatch):
+    """One Triton config is chosen for one size hint but runs at every size; cuBLAS adapts to each call."""
+    choices = fake_choices(PROBLEM)
+    scores = np.zeros(len(choices))
+    scores[3] = 5.0
+    monkeypatch.setattr(hook, "_hints", lambda exprs: tuple(512 if isinstance(x, SymbolicSize) else x for x in exprs))
+    dynamic = FakeInputs(FakeNode((SymbolicSize(), 3072), (3072, 1)), FakeNode((3072, 768), (768, 1)))
+    p = pruner(PositionRanker(scores), policy="decide")
+    assert p.filter(choices, dynamic, "mm") == [choices[0]]
+    assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") == [choices[3]]
