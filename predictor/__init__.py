@@ -5,7 +5,7 @@
 
 from .candidate import Candidate
 from .compiling import compile
-from .hook import install, pruning, stats, uninstall
+from .installing import install, pruning, stats, uninstall
 from .problem import Problem
 
 __all__ = ["Candidate", "Problem", "compile", "install", "uninstall", "pruning", "stats"]

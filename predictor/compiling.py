@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import hook
+from . import hook, installing
 from .policy import DECIDE_MIN_GAP
 
 # Inductor options predictor.compile passes to torch.compile (a user's ``options`` win over these).
@@ -96,8 +96,8 @@ def compile(model: Any, *, cudagraphs: bool | str = "auto", predictor_model: str
     if cudagraphs not in ("auto", True, False):
         raise ValueError(f"cudagraphs must be 'auto', True or False, got {cudagraphs!r}")
     settings = recommended_settings(predictor_model, decide_gap, fallback)
-    if not (hook._STACK and hook._STACK[-1].pruner.settings == settings):
-        hook.install_settings(settings)
+    if not (installing._STACK and installing._STACK[-1].pruner.settings == settings):
+        installing.install_settings(settings)
     merged = {**RECOMMENDED_OPTIONS, **(options or {})}
     if "triton.cudagraphs" in merged:
         cudagraphs = bool(merged.pop("triton.cudagraphs"))

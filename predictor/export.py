@@ -166,16 +166,16 @@ def export_table(fn_or_module: Any, example_inputs: Any, out_path: str | os.Path
     (Inductor keys CUDA GEMMs only)."""
     import torch
 
-    from . import compiling, hook
+    from . import compiling, installing
 
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     options = {**(compile_kwargs.pop("options", None) or {}), "fx_graph_cache": False}
     recorder = DecisionRecorder(key_choices, device_key=device_key)
-    depth = len(hook._STACK)
+    depth = len(installing._STACK)
     torch._dynamo.reset()
     try:
         compiled = compiling.compile(fn_or_module, options=options, **compile_kwargs)
-        pruner = hook._STACK[-1].pruner
+        pruner = installing._STACK[-1].pruner
         previous, pruner.recorder = pruner.recorder, recorder
         try:
             from torch._functorch import config as functorch_config
@@ -187,8 +187,8 @@ def export_table(fn_or_module: Any, example_inputs: Any, out_path: str | os.Path
         finally:
             pruner.recorder = previous
     finally:
-        while len(hook._STACK) > depth:
-            hook.uninstall()
+        while len(installing._STACK) > depth:
+            installing.uninstall()
         torch._dynamo.reset()
     table, conflicts = recorder.table()
     if not table:

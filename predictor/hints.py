@@ -215,7 +215,7 @@ def suggest_hints(gemms: Sequence[Problem], model: str | None = None, device: De
     from dataclasses import replace
 
     from .artifacts import load_model
-    from .hook import _this_gpu, find_model
+    from .discovery import _this_gpu, find_model
     from .spaces import enumerate_space
 
     device = device or _this_gpu()

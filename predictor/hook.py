@@ -17,39 +17,35 @@ Torch is imported lazily, so ``import predictor`` stays cheap on machines that o
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import functools
 import hashlib
 import json
 import logging
 import math
-import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .artifacts import METADATA_FILE, ModelError, load_runtime_model, read_metadata
+from .artifacts import ModelError, load_runtime_model, read_metadata
 from .candidate import CANDIDATE_FIELDS, Candidate, from_choice_caller, from_template_kwargs
 from .cutlass import is_cutlass_choice, prune_cutlass
 from .device import DeviceInfo
+from .discovery import MODELS_ENV, _this_gpu, find_model, model_roots  # noqa: F401 -- MODELS_ENV: re-exported
 from .features import ideal_time_us
-from .policy import (ATEN_ALONE_BELOW_US, DECIDE_MIN_GAP, FALLBACKS, aten_alone_if_small, decide_one,
-                     fallback_choices, is_aten_choice, keep_best, problem_kind, with_aten_fallback,
-                     with_epilogue_templates)
-from .problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
-from .spaces import SPACES
+from .inductor_inputs import (_lowering_node, _operands_key, _symbolic_sizes, _tf32_enabled, output_feeds_pointwise,
+                              problem_from_inputs)
+from .policy import (aten_alone_if_small, decide_one, fallback_choices, is_aten_choice, keep_best, problem_kind,
+                     with_aten_fallback, with_epilogue_templates)
+from .problem import PROBLEM_FIELDS, Problem
+from .settings import HookSettings
 
 log = logging.getLogger(__name__)
 
-MODELS_ENV = "GEMM_PREDICTOR_MODELS"  # extra model roots (os.pathsep-separated), searched first
-PREFERRED_SUFFIX = "-lgbm-all"  # the shipped default: LambdaRank refit on every labelled row
 # Optional model metadata section with the training problems' extent, e.g.
 # {"m": [1, 28672], "n": [9, 151936], "k": [128, 65536], "ops": ["mm", ...], "dtypes": [...]}.
 RANGES_KEY = "problem_ranges"
@@ -73,197 +69,6 @@ class _PassThrough(Exception):
         self.reason = reason
         self.warn = warn
         self.keep_all = keep_all  # not ours to judge (a CPU GEMM): the whole list whatever the fallback
-
-
-@dataclasses.dataclass(frozen=True)
-class HookSettings:
-    """Everything a pruner is built from; also what a pickled pruner carries to another process."""
-
-    model: str | None = None
-    top_k: int = 5
-    space: str = "default"
-    keep_aten: bool = True
-    min_confidence: float | None = None
-    hints: str | None = None
-    device: DeviceInfo | None = None  # test-only override of the GPU (see ``install(_device=...)``)
-    margin: float | str | None = "auto"
-    allow_similar_gpu: bool = True
-    aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US
-    override_gap: float | None = None
-    cutlass_top_k: int | None = None
-    epilogue_templates: int = 0
-    policy: str = "prune"  # "prune": keep the top k for Inductor to benchmark; "decide": one choice, no benchmark
-    decide_gap: float = DECIDE_MIN_GAP
-    fallback: str = "aten"  # what a GEMM the hook cannot rank keeps: "aten" (plain's choice) or "full"
-
-    def __post_init__(self) -> None:
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
-            raise ValueError(f"top_k must be a positive integer, got {self.top_k!r}")
-        if self.space not in SPACES:
-            raise ValueError(f"unknown space {self.space!r}; expected one of {', '.join(SPACES)}")
-        confidence = self.min_confidence
-        if confidence is not None and not (isinstance(confidence, (int, float)) and math.isfinite(confidence)
-                                           and confidence >= 0):
-            raise ValueError(f"min_confidence must be a non-negative number or None, got {self.min_confidence!r}")
-        if not (self.margin is None or self.margin == "auto"
-                or (isinstance(self.margin, (int, float)) and math.isfinite(self.margin) and self.margin >= 0)):
-            raise ValueError(f"margin must be 'auto', None or a non-negative number, got {self.margin!r}")
-        below = self.aten_alone_below_us
-        if below is not None and not (isinstance(below, (int, float)) and math.isfinite(below) and below >= 0):
-            raise ValueError(f"aten_alone_below_us must be a non-negative number or None, got {below!r}")
-        gap = self.override_gap
-        if gap is not None and not (isinstance(gap, (int, float)) and math.isfinite(gap) and gap >= 0):
-            raise ValueError(f"override_gap must be a non-negative number or None, got {gap!r}")
-        ck = self.cutlass_top_k
-        if ck is not None and (isinstance(ck, bool) or not isinstance(ck, int) or ck < 1):
-            raise ValueError(f"cutlass_top_k must be a positive integer or None, got {ck!r}")
-        et = self.epilogue_templates
-        if isinstance(et, bool) or not isinstance(et, int) or et < 0:
-            raise ValueError(f"epilogue_templates must be a non-negative integer, got {et!r}")
-        if self.hints not in (None, "predict"):
-            raise ValueError(f"unknown hints mode {self.hints!r}; expected None or 'predict'")
-        if self.policy not in ("prune", "decide"):
-            raise ValueError(f"unknown policy {self.policy!r}; expected 'prune' or 'decide'")
-        if self.fallback not in FALLBACKS:
-            raise ValueError(f"unknown fallback {self.fallback!r}; expected one of {', '.join(FALLBACKS)}")
-        gap = self.decide_gap
-        if isinstance(gap, bool) or not (isinstance(gap, (int, float)) and math.isfinite(gap)):
-            raise ValueError(f"decide_gap must be a finite number, got {self.decide_gap!r}")
-
-
-# ---------------------------------------------------------------------------------------------
-# Finding the model
-# ---------------------------------------------------------------------------------------------
-
-def model_roots() -> list[Path]:
-    """Where ``install(model=None)`` looks for model folders: ``$GEMM_PREDICTOR_MODELS`` first, then the
-    package's own ``models/`` folder. Never the working directory: a ``./models`` there is whatever the current
-    folder holds (a download, another user's checkout), and a model is a file we act on; pass
-    ``install(model=path)`` or set ``$GEMM_PREDICTOR_MODELS`` to use models from anywhere else."""
-    extra = [Path(p) for p in os.environ.get(MODELS_ENV, "").split(os.pathsep) if p]
-    return [*extra, Path(__file__).resolve().parents[1] / "models"]
-
-
-def find_model(device: DeviceInfo, space: str = "default", roots: Sequence[Path] | None = None,
-               allow_similar: bool = False) -> Path | None:
-    """The model folder made for ``device`` (same GPU name and capability): one for ``space`` first, then
-    a ``*-lgbm-all`` folder, then the earliest root, then by name. With ``allow_similar``, a model made for
-    another GPU of the same architecture (``DeviceInfo.same_architecture``) is taken when no exact one
-    exists. None when no folder fits."""
-    ranked = []
-    for root_index, root in enumerate(model_roots() if roots is None else roots):
-        for meta_path in sorted(Path(root).glob(f"*/{METADATA_FILE}")):
-            folder = meta_path.parent
-            try:
-                meta = read_metadata(folder)
-                trained_for = DeviceInfo.from_metadata(meta)
-            except (ModelError, TypeError, ValueError):
-                continue
-            exact = trained_for.same_gpu(device)
-            if exact or (allow_similar and trained_for.same_architecture(device)):
-                ranked.append((not exact, meta.get("space", "default") != space,
-                               not folder.name.endswith(PREFERRED_SUFFIX), root_index, folder.name, folder))
-    return min(ranked)[-1] if ranked else None
-
-
-def _this_gpu() -> DeviceInfo | None:
-    import torch
-
-    return DeviceInfo.from_torch() if torch.cuda.is_available() else None
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading the Problem off Inductor's kernel inputs
-# ---------------------------------------------------------------------------------------------
-
-def _hints(exprs: Sequence[Any]) -> tuple[int, ...]:
-    """Concrete sizes: static ones directly, symbolic ones through the graph's size hints (the
-    method is ``optimization_hints`` in torch 2.13 and ``size_hints`` in 2.11)."""
-    try:
-        return tuple(int(x) for x in exprs)
-    except TypeError:
-        pass
-    from torch._inductor import config
-    from torch._inductor.virtualized import V
-
-    sizevars = V.graph.sizevars
-    if hasattr(sizevars, "optimization_hints"):
-        return tuple(int(x) for x in sizevars.optimization_hints(exprs))
-    return tuple(int(x) for x in sizevars.size_hints(exprs, fallback=config.unbacked_symint_fallback))
-
-
-def _dtype_name(dtype: Any) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def _low_bit(nbytes: int) -> int:
-    return 16 if nbytes == 0 else min(16, nbytes & -nbytes)
-
-
-def _offset_bytes(node: Any, itemsize: int) -> int:
-    """The operand's storage offset in bytes, 0 when unknown or symbolic (aligned allocations are the norm)."""
-    try:
-        return int(node.get_layout().offset) * itemsize
-    except Exception:  # noqa: BLE001 -- a fake node, a symbolic offset: not worth failing over
-        return 0
-
-
-def _layout(size: tuple[int, ...], stride: tuple[int, ...]) -> str:
-    """``col`` when the operand's inner dimension is not the contiguous one (it is a transpose)."""
-    return "row" if size[-1] == 1 or stride[-1] == 1 else "col"
-
-
-def _symbolic_sizes(kernel_inputs: Any) -> bool:
-    """Whether a GEMM operand has a symbolic size (dynamic shapes). The hook then decides for one size hint,
-    while the kernel runs at every size: cuBLAS adapts to each call, one Triton config does not, so the decide
-    policy keeps cuBLAS there."""
-    try:
-        nodes = kernel_inputs.mat1mat2() if hasattr(kernel_inputs, "mat1mat2") else list(kernel_inputs.nodes())[-2:]
-        for node in nodes:
-            [int(x) for x in node.get_size()]
-    except TypeError:
-        return True
-    except Exception:  # noqa: BLE001 -- unreadable: not a reason to change the decision
-        return False
-    return False
-
-
-def _operands_key(nodes: list[Any]) -> tuple | None:
-    """The two matrix operands of a GEMM as names, sizes and strides: what ties a ``_finalize_template_configs``
-    call to the ChoiceCallers of the same GEMM in Inductor's preprocessing step (names alone repeat across
-    graphs). None when they cannot be read."""
-    try:
-        return tuple((str(n.get_name()), tuple(map(str, n.get_size())), tuple(map(str, n.get_stride())))
-                     for n in nodes[-2:]) if len(nodes) >= 2 else None
-    except Exception:  # noqa: BLE001 -- an unreadable node only means no match
-        return None
-
-
-def problem_from_inputs(kernel_inputs: Any, op: str) -> Problem:
-    """The Problem as Inductor lowers it. ``align`` follows ``collectors.corpus.alignment``: the largest
-    power of two <= 16 bytes dividing every non-unit operand stride, the output strides and the bases."""
-    if hasattr(kernel_inputs, "mat1mat2"):
-        mat1, mat2 = kernel_inputs.mat1mat2()
-    else:
-        mat1, mat2 = list(kernel_inputs.nodes())[-2:]
-    size_a, size_b = _hints(mat1.get_size()), _hints(mat2.get_size())
-    stride_a, stride_b = _hints(mat1.get_stride()), _hints(mat2.get_stride())
-    dtype = _dtype_name(mat1.get_dtype())
-    out = getattr(kernel_inputs, "out_dtype", None)
-    out_dtype = _dtype_name(out()) if callable(out) else ("int32" if dtype == "int8" else dtype)
-    if len(size_a) != len(size_b) or len(size_a) not in (2, 3) or (len(size_a) == 3) != (op == "bmm"):
-        raise ValueError(f"{op} operands of shapes {size_a} and {size_b} are not a (batched) GEMM")
-    m, k = size_a[-2:]
-    n = size_b[-1]
-    b = size_a[0] if op == "bmm" else 1
-    itemsize, out_size = DTYPE_BYTES.get(dtype, 1), DTYPE_BYTES.get(out_dtype, 4)
-    strides = [s * itemsize for size, stride in ((size_a, stride_a), (size_b, stride_b))
-               for d, s in zip(size, stride, strict=True) if d > 1 and s != 1]
-    strides += [n * out_size] + ([m * n * out_size] if b > 1 else [])
-    strides += [_offset_bytes(mat1, itemsize), _offset_bytes(mat2, itemsize)]
-    return Problem(op=op, b=b, m=m, n=n, k=k, dtype=dtype, out_dtype=out_dtype,
-                   layout_a=_layout(size_a, stride_a), layout_b=_layout(size_b, stride_b),
-                   align=min(_low_bit(abs(s)) for s in strides))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -730,46 +535,6 @@ class GemmPruner:
                                    f"{problem}: {field} {getattr(problem, field)!r} never seen in training", warn=False)
 
 
-# ops that only re-view a GEMM's output: an epilogue behind them still fuses into the template
-_VIEW_OP_NAMES = {"view", "_unsafe_view", "reshape", "permute", "t", "transpose", "expand", "squeeze", "unsqueeze",
-                  "alias"}
-
-
-def _lowering_node() -> Any:
-    """The FX node Inductor is lowering now (the GEMM whose choices are being filtered), or None."""
-    try:
-        from torch._inductor.virtualized import V
-
-        return getattr(V.graph, "current_node", None)
-    except Exception:  # no graph being lowered (e.g. a direct call in a test)
-        return None
-
-
-def output_feeds_pointwise(node: Any, depth: int = 3) -> bool:
-    """Whether ``node``'s output reaches a pointwise op (directly or through views): an epilogue Inductor
-    could fuse into a Triton template."""
-    import torch
-
-    if node is None or depth < 0:
-        return False
-    for user in getattr(node, "users", ()):
-        target = getattr(user, "target", None)
-        tags = getattr(target, "tags", ()) or ()
-        if torch.Tag.pointwise in tags:
-            return True
-        packet = getattr(target, "overloadpacket", None)
-        name = getattr(packet, "__name__", "")
-        if name in _VIEW_OP_NAMES and output_feeds_pointwise(user, depth - 1):
-            return True
-    return False
-
-
-def _tf32_enabled() -> bool:
-    import torch
-
-    return torch.get_float32_matmul_precision() != "highest"
-
-
 def _rows(problem: Problem, cands: list[Candidate], hints: list[int | None]) -> pd.DataFrame:
     """Ranker rows: the problem's fields (M replaced by each choice's multi-kernel hint) + candidate fields."""
     columns: dict[str, Any] = {name: getattr(problem, name) for name in PROBLEM_FIELDS}
@@ -812,194 +577,26 @@ def _choices_class() -> type:
     return PredictorChoices
 
 
-# ---------------------------------------------------------------------------------------------
-# install / uninstall
-# ---------------------------------------------------------------------------------------------
-
-@dataclasses.dataclass
-class _Installed:
-    pruner: GemmPruner
-    previous_class: Any
-    previous_space: Any
-    previous_default: Any  # virtualized._choices._default
-
-
-_STACK: list[_Installed] = []
-_LAST: list[GemmPruner] = []  # the most recent pruner, so stats() still answers after uninstall
-
-
 def _restore_pruner(settings: HookSettings) -> GemmPruner:
     """Unpickling (a compile subprocess, a config snapshot): reuse the installed pruner with these
     settings, or build one that loads its model on first use."""
+    from .installing import _STACK
+
     for entry in reversed(_STACK):
         if entry.pruner.settings == settings:
             return entry.pruner
     return GemmPruner(settings)
 
 
-def _drop_cached_choices() -> None:
-    """Make every thread build its InductorChoices afresh on its next compile.
-
-    Inductor caches the handler per thread on first use (``virtualized._choices_default``). Deleting it here
-    only reaches this thread, but a backward pass is compiled lazily in autograd's device thread, which
-    keeps whatever it cached during an earlier compile (measured on the H200: a transformer block's backward
-    GEMMs were then never pruned). Moving the cache to a new thread-local key misses in every thread."""
-    from torch._inductor import virtualized
-
-    key = virtualized._choices._key
-    if hasattr(virtualized.threadlocal, key):
-        delattr(virtualized.threadlocal, key)
-    _KEY_GENERATION[0] += 1
-    virtualized._choices._key = f"__torchinductor_choices_gemm_predictor_{_KEY_GENERATION[0]}"
+# install / uninstall / pruning / stats and the install stack live in predictor.installing (which imports this
+# module); these names stay reachable here for code written against the single-module hook
+_INSTALLING_NAMES = {"install", "install_settings", "uninstall", "pruning", "stats", "_STACK", "_LAST",
+                     "_drop_cached_choices", "_preprocess_with_installed", "_register_preprocessing"}
 
 
-_KEY_GENERATION = [0]
-_PREPROCESSING_REGISTERED = [False]
+def __getattr__(name: str) -> Any:
+    if name in _INSTALLING_NAMES:
+        from . import installing
 
-
-def _preprocess_with_installed(choices: list[Any]) -> list[Any]:
-    """Registered once with Inductor (preprocessing functions cannot be removed one by one): defers to the
-    pruner installed now, and is a no-op when none is."""
-    return _STACK[-1].pruner.preprocess(choices) if _STACK else choices
-
-
-def _register_preprocessing() -> None:
-    if _PREPROCESSING_REGISTERED[0]:
-        return
-    from torch._inductor import select_algorithm
-
-    if hasattr(select_algorithm, "add_preprocessing_fn"):  # torch >= 2.10
-        select_algorithm.add_preprocessing_fn(_preprocess_with_installed)
-        _PREPROCESSING_REGISTERED[0] = True
-
-
-def _choices_factory(pruner: GemmPruner) -> Any:
-    """Inductor's per-thread default for ``V.choices``, building our choices in every thread.
-
-    Setting ``config.inductor_choices_class`` alone is not enough: torch >= 2.13 keeps config assignments
-    per thread (ContextVar), so autograd's thread, which compiles the backward pass, would not see it."""
-
-    def make() -> Any:
-        from torch._inductor import virtualized
-
-        handler = pruner()
-        setattr(virtualized.threadlocal, virtualized._choices._key, handler)
-        return handler
-
-    return make
-
-
-def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
-            min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
-            allow_similar_gpu: bool = True, aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US,
-            override_gap: float | None = None, cutlass_top_k: int | None = None, epilogue_templates: int = 0,
-            policy: str = "prune", decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten",
-            _device: DeviceInfo | None = None) -> GemmPruner:
-    """Make max-autotune benchmark only the predicted top ``top_k`` candidates of every GEMM.
-
-    ``model``: a model folder; None picks the shipped model made for this GPU (``find_model``). A model
-    for another GPU, a broken folder or no CUDA device leave compiles untouched, with one warning.
-    ``space``: which candidate list Inductor builds (sets ``max_autotune_gemm_search_space``); the
-    model should have been trained on it. ``keep_aten``: also keep the best-scored aten/cuBLAS choice,
-    the safe fallback, if it is not among the top k; with ``top_k=1, keep_aten=False`` exactly one choice
-    survives and Inductor uses it without benchmarking. ``min_confidence`` (score units): when the
-    score margin between the #1 and #(k+1) candidate is smaller, keep the top 2k instead; and when the
-    model metadata records training ranges (``problem_ranges``) and the problem lies outside them, pass
-    all choices through. None trusts the model everywhere. ``margin``: within the top k keep only
-    candidates scored at most this far below the favourite; ``"auto"`` (default) uses the margin the model
-    was calibrated with on held-out problems (``metadata.json`` ``pruning``), None keeps all k.
-    ``allow_similar_gpu``: without a model for this exact GPU, use one made for a GPU of the same
-    architecture (same cc, SM count, shared memory; e.g. H200 -> H100 SXM), with one warning.
-    ``aten_alone_below_us``: where the model favours aten on a GEMM whose ideal time is below this (us),
-    keep aten alone (no benchmark): Inductor's benchmark overstates cuBLAS on small GEMMs and would pick a
-    slower Triton kernel beside it; None turns this off. ``override_gap`` (torch >= 2.13, which has
-    ``InductorChoices.override_best_choice``): after Inductor benchmarks the kept choices, use the model's
-    favourite instead of the benchmark's pick when the pick scores more than this below it; None (default)
-    always keeps the benchmark's pick. Not measured on a GPU yet (the GPU here runs torch 2.11).
-    ``cutlass_top_k`` (with CUTLASS among ``max_autotune_gemm_backends``): keep only this many CUTLASS kernels
-    (all their swizzles), the analytically best (``predictor.cutlass``) rather than Inductor's first N; None
-    (default) leaves CUTLASS choices alone. Not measured on a GPU yet. ``epilogue_templates``: when the GEMM's
-    output feeds a pointwise op (bias, activation, residual add; read off the FX graph being lowered), also keep
-    this many best-scored Triton mm templates, so Inductor's epilogue-fusion benchmark can still fuse that op
-    into a template (labels time bare GEMMs and cannot see the saving); 0 (default) keeps none. Off by default
-    until measured on a GPU: Inductor's benchmark overstates cuBLAS on small GEMMs (``aten_alone_below_us``), so
-    a template kept beside it may also be picked unfused where it is slower. ``hints``: with ``config.multi_kernel_hints``
-    set, None keeps the top k of every hint group (scored with M = the hint); ``"predict"`` keeps the top k
-    only for the hints worth autotuning (``predictor.hints``: at most 3, each adding a kernel the model expects
-    to win somewhere over the hints' span) and the favourite alone for the others (Inductor needs a Triton
-    kernel for every hint in ``config.multi_kernel_hints``; which hints exist is that global setting).
-    ``policy``: ``"prune"`` keeps the top k (and the rules above) for Inductor to benchmark; ``"decide"`` keeps
-    exactly one choice per GEMM, used without any benchmark: the model's favourite where it beats the best aten
-    choice by ``decide_gap`` score units on a kind of problem it was trained on, else aten (``predictor.policy``;
-    ``predictor.compile`` uses it). ``fallback``: what a GEMM keeps when the hook cannot rank it (an op or
-    template it does not know, no model for this GPU, any error): ``"aten"`` (default) the aten choice alone, as
-    plain ``torch.compile`` runs it; ``"full"`` Inductor's whole list (stock max-autotune). ``_device``: tests
-    only, pretend this is the GPU (and prune GEMMs of any device type).
-
-    Returns the pruner (``.stats()``, ``.uuid()``); ``uninstall()`` restores the previous settings."""
-    settings = HookSettings(model=None if model is None else str(model), top_k=top_k, space=space,
-                            keep_aten=keep_aten, min_confidence=min_confidence, hints=hints, device=_device,
-                            margin=margin, allow_similar_gpu=allow_similar_gpu,
-                            aten_alone_below_us=aten_alone_below_us, override_gap=override_gap,
-                            cutlass_top_k=cutlass_top_k, epilogue_templates=epilogue_templates,
-                            policy=policy, decide_gap=decide_gap, fallback=fallback)
-    return install_settings(settings)
-
-
-def install_settings(settings: HookSettings) -> GemmPruner:
-    """``install()`` from a ready :class:`HookSettings`."""
-    pruner = GemmPruner(settings).load()
-    from torch._inductor import config
-
-    from torch._inductor import virtualized
-
-    _STACK.append(_Installed(pruner, config.inductor_choices_class, config.max_autotune_gemm_search_space,
-                             virtualized._choices._default))
-    virtualized._choices._default = _choices_factory(pruner)
-    _register_preprocessing()
-    _LAST[:] = [pruner]
-    config.inductor_choices_class = pruner
-    config.max_autotune_gemm_search_space = SEARCH_SPACE[settings.space]
-    _drop_cached_choices()
-    return pruner
-
-
-def uninstall() -> None:
-    """Undo the most recent ``install()`` (a no-op when none is active)."""
-    if not _STACK:
-        return
-    entry = _STACK.pop()
-    from torch._inductor import config
-
-    config.inductor_choices_class = entry.previous_class
-    config.max_autotune_gemm_search_space = entry.previous_space
-    from torch._inductor import virtualized
-
-    virtualized._choices._default = entry.previous_default
-    _drop_cached_choices()
-
-
-@contextlib.contextmanager
-def pruning(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
-            min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
-            allow_similar_gpu: bool = True, aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US,
-            override_gap: float | None = None, cutlass_top_k: int | None = None, epilogue_templates: int = 0,
-            policy: str = "prune", decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten",
-            _device: DeviceInfo | None = None) -> Iterator[GemmPruner]:
-    """``with pruning(top_k=3): torch.compile(...)(x)`` — ``install`` for the block, ``uninstall`` after."""
-    pruner = install(model, top_k, space, keep_aten, min_confidence, hints, margin=margin,
-                     allow_similar_gpu=allow_similar_gpu, aten_alone_below_us=aten_alone_below_us,
-                     override_gap=override_gap, cutlass_top_k=cutlass_top_k,
-                     epilogue_templates=epilogue_templates, policy=policy, decide_gap=decide_gap,
-                     fallback=fallback, _device=_device)
-    try:
-        yield pruner
-    finally:
-        uninstall()
-
-
-def stats() -> dict[str, Any]:
-    """The counters of the most recently installed pruner (see ``GemmPruner.stats``); zeros if none."""
-    if _LAST:
-        return _LAST[0].stats()
-    return {**{key: 0 for key in _STAT_KEYS}, "fallbacks": {}, "filter_ms_max": 0.0, "filter_ms_median": 0.0}
+        return getattr(installing, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,7 +20,7 @@ import torch
 from synthetic import METADATA, synthetic_dataset
 
 import predictor
-from predictor import hook
+from predictor import hook, inductor_inputs
 from predictor.artifacts import LGBM_FILE, save_model
 from predictor.candidate import to_template_kwargs
 from predictor.device import DeviceInfo
@@ -971,7 +971,7 @@ def test_decide_keeps_cublas_for_dynamic_shapes(monkeypatch):
     choices = fake_choices(PROBLEM)
     scores = np.zeros(len(choices))
     scores[3] = 5.0
-    monkeypatch.setattr(hook, "_hints", lambda exprs: tuple(512 if isinstance(x, SymbolicSize) else x for x in exprs))
+    monkeypatch.setattr(inductor_inputs, "_hints", lambda exprs: tuple(512 if isinstance(x, SymbolicSize) else x for x in exprs))
     dynamic = FakeInputs(FakeNode((SymbolicSize(), 3072), (3072, 1)), FakeNode((3072, 768), (768, 1)))
     p = pruner(PositionRanker(scores), policy="decide")
     assert p.filter(choices, dynamic, "mm") == [choices[0]]

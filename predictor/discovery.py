@@ -1,0 +1,53 @@
+"""Which model folder the hook uses for this GPU: ``$GEMM_PREDICTOR_MODELS``, then the package's own models.
+
+Runtime code: reads metadata only (no model is parsed here).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from .artifacts import METADATA_FILE, ModelError, read_metadata
+from .device import DeviceInfo
+
+MODELS_ENV = "GEMM_PREDICTOR_MODELS"  # extra model roots (os.pathsep-separated), searched first
+PREFERRED_SUFFIX = "-lgbm-all"  # the shipped default: LambdaRank refit on every labelled row
+
+
+def model_roots() -> list[Path]:
+    """Where ``install(model=None)`` looks for model folders: ``$GEMM_PREDICTOR_MODELS`` first, then the
+    package's own ``models/`` folder. Never the working directory: a ``./models`` there is whatever the current
+    folder holds (a download, another user's checkout), and a model is a file we act on; pass
+    ``install(model=path)`` or set ``$GEMM_PREDICTOR_MODELS`` to use models from anywhere else."""
+    extra = [Path(p) for p in os.environ.get(MODELS_ENV, "").split(os.pathsep) if p]
+    return [*extra, Path(__file__).resolve().parents[1] / "models"]
+
+
+def find_model(device: DeviceInfo, space: str = "default", roots: Sequence[Path] | None = None,
+               allow_similar: bool = False) -> Path | None:
+    """The model folder made for ``device`` (same GPU name and capability): one for ``space`` first, then
+    a ``*-lgbm-all`` folder, then the earliest root, then by name. With ``allow_similar``, a model made for
+    another GPU of the same architecture (``DeviceInfo.same_architecture``) is taken when no exact one
+    exists. None when no folder fits."""
+    ranked = []
+    for root_index, root in enumerate(model_roots() if roots is None else roots):
+        for meta_path in sorted(Path(root).glob(f"*/{METADATA_FILE}")):
+            folder = meta_path.parent
+            try:
+                meta = read_metadata(folder)
+                trained_for = DeviceInfo.from_metadata(meta)
+            except (ModelError, TypeError, ValueError):
+                continue
+            exact = trained_for.same_gpu(device)
+            if exact or (allow_similar and trained_for.same_architecture(device)):
+                ranked.append((not exact, meta.get("space", "default") != space,
+                               not folder.name.endswith(PREFERRED_SUFFIX), root_index, folder.name, folder))
+    return min(ranked)[-1] if ranked else None
+
+
+def _this_gpu() -> DeviceInfo | None:
+    import torch
+
+    return DeviceInfo.from_torch() if torch.cuda.is_available() else None
