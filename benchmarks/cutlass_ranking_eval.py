@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from predictor.candidate import from_choice_caller  # noqa: E402
 from predictor.cutlass import tile_score  # noqa: E402
-from predictor.evaluate import markdown_table  # noqa: E402
+from predictor.report import markdown_table  # noqa: E402
 
 
 def timed_kernels(results: dict, gemm: dict) -> tuple[pd.DataFrame, float]:

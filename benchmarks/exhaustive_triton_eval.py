@@ -17,7 +17,7 @@ import pandas as pd
 
 from predictor.artifacts import load_model, read_metadata
 from predictor.device import DeviceInfo
-from predictor.evaluate import per_problem_fraction, summarise
+from predictor.metrics import per_problem_fraction, summarise
 from predictor.rankers import make_ranker
 from predictor.schema import read_dataset
 from predictor.problem import problem_from_row

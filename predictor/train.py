@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from .atomic import MODEL, check_output_folder, claim_output
 from .device import DeviceInfo
-from .evaluate import KS, RANDOM, per_problem_fraction, random_expectation, summarise
+from .metrics import KS, RANDOM, per_problem_fraction, random_expectation, summarise
 from .policy import problem_kind
 from .rankers import BASELINES, RANKERS, make_ranker
 from .schema import file_sha256, read_dataset, select_space
@@ -29,11 +29,11 @@ log = logging.getLogger(__name__)
 SPACES = ("default", "exhaustive")
 
 
-# --- metrics: the official definitions live in predictor.evaluate ------------------------------------------
+# --- metrics: the official definitions live in predictor.metrics ------------------------------------------
 
 def evaluate_ranker(ranker, rows: pd.DataFrame, device: DeviceInfo, ks: Iterable[int] = KS) -> dict[str, float]:
     """{"problems", "oracle@k", "p5@k", "hit@k", "failed@k"} of a fitted ranker over ``rows``, computed with
-    ``predictor.evaluate`` (the ``random`` ranker is reported by its exact expectation, as there)."""
+    ``predictor.metrics`` (the ``random`` ranker is reported by its exact expectation, as there)."""
     summary: dict[str, float] = {}
     is_random = getattr(ranker, "name", None) == RANDOM
     scores = None if is_random else ranker.score(rows, device)
@@ -65,7 +65,7 @@ def calibrate_margin(model: Any, rows: pd.DataFrame, device: DeviceInfo, top_k: 
     """The smallest score margin whose pruning keeps held-out oracle within ``max_oracle_loss`` of plain
     top-k and p5 >= ``min_p5`` (or plain top-k's p5 if lower): fewer kept choices = less autotuning.
     None when no margin qualifies (the hook then keeps all k)."""
-    from .evaluate import pruning_rule_summary
+    from .metrics import pruning_rule_summary
 
     scores = model.score(rows, device)
     plain = pruning_rule_summary(rows, scores, top_k, None)

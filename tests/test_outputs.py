@@ -19,6 +19,7 @@ from synthetic import METADATA, synthetic_dataset
 
 import predictor.artifacts
 import predictor.evaluate
+import predictor.report
 import predictor.train
 from collectors.store import merge_parts
 from predictor import atomic
@@ -165,7 +166,7 @@ def test_an_interrupted_evaluation_leaves_the_old_report_whole(tmp_path, capsys,
     write_report(evaluate(rows, {"a": ByInductorRank(), "random": None}, device, ks=(1, 5)), out, {"main": "a"})
     (out / "triton_only.md").write_text("a table another script wrote here")
     before = listing(out)
-    monkeypatch.setattr(predictor.evaluate, "_report_markdown", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(predictor.report, "_report_markdown", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):  # after the new plots and metrics.json were written, before report.md
         write_report(evaluate(rows, {"b": ByTime(), "random": None}, device, ks=(1, 5)), out, {"main": "b"})
     assert listing(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["report"]
