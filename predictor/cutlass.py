@@ -60,3 +60,18 @@ def prune_cutlass(choices: Sequence[Any], top_k: int, sm_count: int) -> list[Any
     ranked = sorted(kernels, key=lambda name: -tile_score(mn[0], mn[1], kernels[name], sm_count))
     dropped = set(ranked[top_k:])
     return [c for c in choices if getattr(c, "name", None) not in dropped]
+
+
+def keep_cutlass(choices: list[Any], cut_to_aten: bool, top_k: int | None, sm_count: int) -> list[Any]:
+    """The hook's preprocessing of one GEMM's ChoiceCaller list: no CUTLASS choice where the hook cut the GEMM to
+    cuBLAS alone, else the ``top_k`` analytically best CUTLASS kernels (``prune_cutlass``), else the list as is.
+
+    Why the first: below ``aten_alone_below_us`` Inductor's benchmark overstates cuBLAS, so any kernel left beside
+    it tends to win the benchmark and lose in the program. Measured on an H200 (2047x2048x2048 bf16): the 4 CUTLASS
+    kernels kept beside cuBLAS cost 109 s of compile, and the one Inductor picked ran 42 us in the program where
+    cuBLAS runs 23 us (docs/CUTLASS.md)."""
+    if cut_to_aten:
+        return [c for c in choices if not is_cutlass_choice(c)]
+    if top_k is None:
+        return choices
+    return prune_cutlass(choices, top_k, sm_count)

@@ -17,12 +17,15 @@ Families other than Triton get neutral tile features: counts and sizes 0, effici
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .candidate import CANDIDATE_FIELDS, Candidate
 from .device import DeviceInfo
-from .problem import DTYPE_BYTES
+from .problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
 
 # The L2 -> SM bandwidth is not in the device metadata; the roofline's tile-reload term assumes it
 # is this multiple of the measured DRAM bandwidth (about right for Hopper; it only has to order
@@ -325,3 +328,13 @@ def _neutralise(out: np.ndarray, mask: np.ndarray, neutral: tuple[np.ndarray, np
 def compute_features(rows: pd.DataFrame, device: DeviceInfo) -> pd.DataFrame:
     """Features as a float32 DataFrame with columns ``FEATURE_NAMES`` and the rows' index."""
     return pd.DataFrame(feature_matrix(rows, device), columns=FEATURE_NAMES, index=rows.index, copy=False)
+
+
+def ranker_rows(problem: Problem, cands: list[Candidate], hints: list[int | None]) -> pd.DataFrame:
+    """Ranker rows: the problem's fields (M replaced by each choice's multi-kernel hint) + candidate fields."""
+    columns: dict[str, Any] = {name: getattr(problem, name) for name in PROBLEM_FIELDS}
+    if any(h is not None for h in hints):
+        columns["m"] = [problem.m if h is None else int(h) for h in hints]
+    for name in CANDIDATE_FIELDS:
+        columns[name] = [getattr(c, name) for c in cands]
+    return pd.DataFrame(columns)

@@ -17,7 +17,6 @@ Torch is imported lazily, so ``import predictor`` stays cheap on machines that o
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -29,20 +28,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from .artifacts import ModelError, load_runtime_model, read_metadata
-from .candidate import CANDIDATE_FIELDS, Candidate, from_choice_caller, from_template_kwargs
-from .cutlass import is_cutlass_choice, prune_cutlass
+from .candidate import Candidate, from_choice_caller, from_template_kwargs
+from .cutlass import is_cutlass_choice, keep_cutlass
 from .device import DeviceInfo
 from .discovery import MODELS_ENV, _this_gpu, find_model, model_roots  # noqa: F401 -- MODELS_ENV: re-exported
-from .features import ideal_time_us
+from .features import ideal_time_us, ranker_rows
 from .inductor_inputs import (_lowering_node, _operands_key, _symbolic_sizes, _tf32_enabled, output_feeds_pointwise,
                               problem_from_inputs)
-from .policy import (aten_alone_if_small, decide_one, fallback_choices, is_aten_choice, keep_best, problem_kind,
-                     with_aten_fallback, with_epilogue_templates)
-from .problem import PROBLEM_FIELDS, Problem
+from .policy import (aten_alone_if_small, decide_one, fallback_choices, keep_best,
+                     out_of_training_range, trusted_kind, with_aten_fallback, with_epilogue_templates)
+from .problem import Problem
 from .settings import HookSettings
+from .split_addmm import SplitAddmm
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +102,7 @@ class GemmPruner:
         self._filter_ms: list[float] = []  # the filter's own time per GEMM (model load included on the first)
         self._fallbacks: Counter = Counter()
         self._scores: dict[tuple, np.ndarray] = {}  # see _score
-        self._thread = threading.local()  # per compiling thread: the operands of the last addmm's aten call
+        self._split_addmm = SplitAddmm()
         self._loaded = ranker is not None
         self._uuid: str | None = None
         # called as recorder(kept, kernel_inputs, op_name) with every GEMM's final list (predictor.export); never pickled
@@ -190,6 +189,8 @@ class GemmPruner:
 
     # -- what Inductor calls -------------------------------------------------------------------
     def __call__(self) -> Any:
+        from .inductor_integration import _choices_class
+
         return _choices_class()(self)
 
     def uuid(self) -> str:
@@ -207,6 +208,8 @@ class GemmPruner:
         return self._uuid
 
     def __reduce__(self) -> tuple:
+        from .inductor_integration import _restore_pruner
+
         return _restore_pruner, (self.settings,)
 
     def __copy__(self) -> GemmPruner:
@@ -247,33 +250,24 @@ class GemmPruner:
         return favourite
 
     def preprocess(self, choices: list[Any]) -> list[Any]:
-        """Inductor's preprocessing step over the whole ChoiceCaller list (CUTLASS choices never pass through
-        ``_finalize_template_configs``): a GEMM the filter cut to cuBLAS alone loses its CUTLASS choices too,
-        and otherwise the ``cutlass_top_k`` best CUTLASS kernels are kept (``predictor.cutlass``).
-
-        Why the first: below ``aten_alone_below_us`` Inductor's benchmark overstates cuBLAS, so any kernel left
-        beside it tends to win the benchmark and lose in the program. Measured on an H200 (2047x2048x2048 bf16):
-        the 4 CUTLASS kernels kept beside cuBLAS cost 109 s of compile, and the one Inductor picked ran 42 us in
-        the program where cuBLAS runs 23 us (docs/CUTLASS.md). Any error keeps the list as it is."""
-        if self._aten_alone and any(map(is_cutlass_choice, choices)):
-            key = _operands_key(getattr(choices[0], "input_nodes", None) or [])
-            if key is not None and key in self._aten_alone:
-                with self._lock:
-                    self._stats["cutlass_considered"] += len({c.name for c in choices if is_cutlass_choice(c)})
-                return [c for c in choices if not is_cutlass_choice(c)]
-        k = self.settings.cutlass_top_k
-        if k is None:
+        """Inductor's preprocessing step over the whole ChoiceCaller list, where CUTLASS choices appear
+        (``predictor.cutlass.keep_cutlass``: none beside a GEMM cut to cuBLAS alone, else the ``cutlass_top_k``
+        best). Any error keeps the list as it is."""
+        if not any(map(is_cutlass_choice, choices)):
             return choices
         try:
+            key = _operands_key(getattr(choices[0], "input_nodes", None) or []) if self._aten_alone else None
             device = self.device if self.device is not None else self.settings.device or _this_gpu()
-            kept = prune_cutlass(choices, k, device.sm_count if device is not None else 132)
+            kept = keep_cutlass(choices, key is not None and key in self._aten_alone, self.settings.cutlass_top_k,
+                                device.sm_count if device is not None else 132)
         except Exception as exc:  # never break a compile
             self._warn_once("cutlass", f"CUTLASS pruning failed ({type(exc).__name__}: {exc}); keeping every choice")
             return choices
-        names = lambda cs: {c.name for c in cs if is_cutlass_choice(c)}
-        with self._lock:
-            self._stats["cutlass_considered"] += len(names(choices))
-            self._stats["cutlass_kept"] += len(names(kept))
+        if kept is not choices:
+            names = lambda cs: {c.name for c in cs if is_cutlass_choice(c)}
+            with self._lock:
+                self._stats["cutlass_considered"] += len(names(choices))
+                self._stats["cutlass_kept"] += len(names(kept))
         return kept
 
     def stats(self) -> dict[str, Any]:
@@ -297,8 +291,8 @@ class GemmPruner:
         if choices:
             try:
                 self.load()
-                if self._aten_offered_apart(choices, kernel_inputs, op_name):
-                    kept = self._decide_apart(choices, kernel_inputs, op_name)
+                if self._split_addmm.is_later_part(self.settings, choices, kernel_inputs, op_name):
+                    kept = self._split_addmm.decide(self, choices, kernel_inputs)
                 else:
                     kept = self._prune(choices, kernel_inputs, op_name)
                     if not kept:
@@ -333,47 +327,13 @@ class GemmPruner:
                 self._warn_once("record", f"recording the decision for {op_name} failed ({type(exc).__name__}: {exc})")
         return kept
 
-    def _aten_offered_apart(self, choices: list[Any], kernel_inputs: Any, op_name: str) -> bool:
-        """Whether this list is the non-aten part of a GEMM whose aten choices Inductor offered in the call just
-        before, on this thread, for the same operands: torch >= 2.13 lowers ``addmm`` in three calls (aten
-        choices with the 1-D bias, a contiguous-bias subgraph, the Triton templates), torch 2.11 in one. Only
-        ``policy="decide"`` with ``fallback="aten"`` acts on it: one choice per GEMM across the calls."""
-        s = self.settings
-        if op_name != "addmm" or s.policy != "decide" or s.fallback != "aten":
-            return False
-        key = _operands_key(list(kernel_inputs.nodes()) if hasattr(kernel_inputs, "nodes") else [])
-        if any(map(is_aten_choice, choices)):
-            self._thread.addmm_aten_key = key
-            return False
-        return key is not None and getattr(self._thread, "addmm_aten_key", None) == key
-
-    def _decide_apart(self, choices: list[Any], kernel_inputs: Any, op_name: str) -> list[Any]:
-        """The non-aten part of a split ``addmm``: nothing (the aten choice already kept stands, as plain
-        ``torch.compile`` runs it) unless the model's favourite here beats cuBLAS, scored as a virtual aten
-        candidate, by ``decide_gap``. An unknown template (the contiguous-bias subgraph) keeps nothing."""
-        if self.ranker is None:
-            return []
-        try:
-            cands = [from_template_kwargs(c.template.uid, c.params.to_kwargs()) for c in choices]
-        except (ValueError, KeyError, AttributeError):
-            return []
-        problem = problem_from_inputs(kernel_inputs, "addmm")
-        virtual = [Candidate("aten", aten_op="addmm"), Candidate("aten", aten_op="bias_addmm")]
-        every = cands + virtual
-        scores = self._score(problem, every, [None] * len(every))
-        if scores.shape != (len(every),) or not np.isfinite(scores).all():
-            return []
-        trusted = self._trusted(problem) and not _symbolic_sizes(kernel_inputs)
-        chosen = decide_one(scores, [c.family == "aten" for c in every], trusted, self.settings.decide_gap)
-        return [] if chosen >= len(cands) else [choices[chosen]]
-
     def _score(self, problem: Problem, cands: list[Candidate], hints: list[int | None]) -> np.ndarray:
         """The ranker's scores, remembered per (problem, candidates, hints): a model's repeated layers and its
         backward pass lower the same GEMM again and again (building the feature frame is most of the cost)."""
         key = (problem, tuple(c.key for c in cands), tuple(hints))
         scores = self._scores.get(key)
         if scores is None:
-            scores = np.asarray(self.ranker.score(_rows(problem, cands, hints), self.device), dtype=np.float64)
+            scores = np.asarray(self.ranker.score(ranker_rows(problem, cands, hints), self.device), dtype=np.float64)
             if len(self._scores) >= _SCORE_CACHE:
                 self._scores.pop(next(iter(self._scores)), None)
             self._scores[key] = scores
@@ -388,16 +348,6 @@ class GemmPruner:
     def _fallback_words(self) -> str:
         return ("keeping Inductor's whole list (fallback='full')" if self.settings.fallback == "full"
                 else "keeping the aten/cuBLAS choice alone, as plain torch.compile would (fallback='aten')")
-
-    def _trusted(self, problem: Problem) -> bool:
-        """Whether the model was trained on this kind of problem (op, dtype, layouts): a Triton pick is only
-        taken over cuBLAS for kinds it has labels for. Why: int8 labels are all B row-major, while real int8 code
-        (torchao, ``F.linear`` weights) runs B column-major, cuBLAS's fast path (the hook kept Triton there and
-        ran 0.86x plain)."""
-        kinds = (self.metadata.get(RANGES_KEY) or {}).get("kinds")
-        if not isinstance(kinds, list):
-            return True
-        return problem_kind(problem.op, problem.dtype, problem.layout_a, problem.layout_b) in kinds
 
     def _prune(self, choices: list[Any], kernel_inputs: Any, op_name: str) -> list[Any]:
         s = self.settings
@@ -426,7 +376,9 @@ class GemmPruner:
 
         problem = problem_from_inputs(kernel_inputs, op)
         # an op or dtype the model never trained on is always passed through; sizes only when asked to be careful
-        self._check_in_range(problem, sizes=s.min_confidence is not None)
+        outside = out_of_training_range(self.metadata.get(RANGES_KEY), problem, sizes=s.min_confidence is not None)
+        if outside:
+            raise _PassThrough("out_of_distribution", outside, warn=False)
         if problem.dtype == "float32" and _tf32_enabled():
             # labels time float32 with TF32 off (Inductor's default); with TF32 on, cuBLAS and the Triton
             # templates run other instructions and the ranking does not carry over
@@ -437,7 +389,7 @@ class GemmPruner:
 
         if deciding:
             is_aten = [c.family == "aten" for c in cands]
-            trusted = self._trusted(problem) and not _symbolic_sizes(kernel_inputs)
+            trusted = trusted_kind(self.metadata.get(RANGES_KEY), problem) and not _symbolic_sizes(kernel_inputs)
             chosen = decide_one(scores, is_aten, trusted, s.decide_gap)
             log.debug("gemm-predictor: %s (%s): decided %s of %d", op_name, problem, cands[chosen].key, len(cands))
             return [choices[chosen]]
@@ -517,75 +469,6 @@ class GemmPruner:
         log.debug("gemm-predictor: %s: autotuning hints %s of %s", problem, sorted(chosen), hint_values)
         return chosen
 
-    def _check_in_range(self, problem: Problem, sizes: bool = True) -> None:
-        """Pass a problem through when it lies outside what the model was trained on (if the metadata says)."""
-        ranges = self.metadata.get(RANGES_KEY)
-        if not isinstance(ranges, dict):
-            return
-        for name in ("b", "m", "n", "k") if sizes else ():
-            bounds = ranges.get(name)
-            value = getattr(problem, name)
-            if isinstance(bounds, (list, tuple)) and len(bounds) == 2 and not bounds[0] <= value <= bounds[1]:
-                raise _PassThrough("out_of_distribution",
-                                   f"{problem}: {name}={value} outside the training range {list(bounds)}", warn=False)
-        for name, field in (("ops", "op"), ("dtypes", "dtype")):
-            allowed = ranges.get(name)
-            if isinstance(allowed, list) and getattr(problem, field) not in allowed:
-                raise _PassThrough("out_of_distribution",
-                                   f"{problem}: {field} {getattr(problem, field)!r} never seen in training", warn=False)
-
-
-def _rows(problem: Problem, cands: list[Candidate], hints: list[int | None]) -> pd.DataFrame:
-    """Ranker rows: the problem's fields (M replaced by each choice's multi-kernel hint) + candidate fields."""
-    columns: dict[str, Any] = {name: getattr(problem, name) for name in PROBLEM_FIELDS}
-    if any(h is not None for h in hints):
-        columns["m"] = [problem.m if h is None else int(h) for h in hints]
-    for name in CANDIDATE_FIELDS:
-        columns[name] = [getattr(c, name) for c in cands]
-    return pd.DataFrame(columns)
-
-
-@functools.cache
-def _choices_class() -> type:
-    """The ``InductorChoices`` subclass, built on first use so that importing predictor needs no torch."""
-    from torch._inductor.choices import InductorChoices
-
-    class PredictorChoices(InductorChoices):
-        """Stock heuristics, with max-autotune GEMM choices pruned by a :class:`GemmPruner`."""
-
-        def __init__(self, pruner: GemmPruner) -> None:
-            super().__init__()
-            self.pruner = pruner
-
-        def uuid(self) -> str:
-            return self.pruner.uuid()
-
-        def _finalize_template_configs(self, template_choices, kernel_inputs, templates, op_name,
-                                       kwarg_overrides=None):
-            choices = super()._finalize_template_configs(template_choices, kernel_inputs, templates, op_name,
-                                                         kwarg_overrides)
-            return self.pruner.filter(choices, kernel_inputs, op_name)
-
-        def override_best_choice(self, best_choice, timings):  # torch >= 2.13 calls this after benchmarking
-            try:
-                return self.pruner.pick(best_choice, timings)
-            except Exception:  # never break a compile: keep Inductor's pick
-                log.debug("gemm-predictor: override_best_choice failed", exc_info=True)
-                return best_choice
-
-    PredictorChoices.__module__ = __name__
-    return PredictorChoices
-
-
-def _restore_pruner(settings: HookSettings) -> GemmPruner:
-    """Unpickling (a compile subprocess, a config snapshot): reuse the installed pruner with these
-    settings, or build one that loads its model on first use."""
-    from .installing import _STACK
-
-    for entry in reversed(_STACK):
-        if entry.pruner.settings == settings:
-            return entry.pruner
-    return GemmPruner(settings)
 
 
 # install / uninstall / pruning / stats and the install stack live in predictor.installing (which imports this

@@ -131,3 +131,31 @@ def decide_one(scores: np.ndarray, is_aten: Sequence[bool], trusted: bool, min_g
 def problem_kind(op: str, dtype: str, layout_a: str, layout_b: str) -> str:
     """The key of a problem's kind in a model's ``problem_ranges.kinds`` (e.g. ``int_mm/int8/row/col``)."""
     return f"{op}/{dtype}/{layout_a}/{layout_b}"
+
+
+def out_of_training_range(ranges: Any, problem: Any, sizes: bool = True) -> str | None:
+    """Why ``problem`` lies outside what a model was trained on, per its metadata's ``problem_ranges`` (an op or
+    dtype it never saw; with ``sizes``, a dimension outside the trained extent), or None."""
+    if not isinstance(ranges, dict):
+        return None
+    for name in ("b", "m", "n", "k") if sizes else ():
+        bounds = ranges.get(name)
+        value = getattr(problem, name)
+        if isinstance(bounds, (list, tuple)) and len(bounds) == 2 and not bounds[0] <= value <= bounds[1]:
+            return f"{problem}: {name}={value} outside the training range {list(bounds)}"
+    for name, field in (("ops", "op"), ("dtypes", "dtype")):
+        allowed = ranges.get(name)
+        if isinstance(allowed, list) and getattr(problem, field) not in allowed:
+            return f"{problem}: {field} {getattr(problem, field)!r} never seen in training"
+    return None
+
+
+def trusted_kind(ranges: Any, problem: Any) -> bool:
+    """Whether a model was trained on this kind of problem (op, dtype, layouts; ``problem_ranges.kinds``): a Triton
+    pick is only taken over cuBLAS for kinds it has labels for. Why: int8 labels are all B row-major, while real
+    int8 code (torchao, ``F.linear`` weights) runs B column-major, cuBLAS's fast path (a hook that kept Triton
+    there ran 0.86x plain). A model that records no kinds is trusted everywhere."""
+    kinds = ranges.get("kinds") if isinstance(ranges, dict) else None
+    if not isinstance(kinds, list):
+        return True
+    return problem_kind(problem.op, problem.dtype, problem.layout_a, problem.layout_b) in kinds

@@ -1,0 +1,60 @@
+"""One choice per ``addmm`` where Inductor offers its choices in several calls.
+
+torch >= 2.13 lowers ``addmm`` in three ``_finalize_template_configs`` calls for the same operands, one after the
+other on one thread: the aten choices (with the 1-D bias), a contiguous-bias subgraph, the Triton templates; torch
+2.11 in one call. Deciding each call alone would keep an aten choice, the subgraph and a Triton pick, which
+Inductor then benchmarks against each other: compile time, and its biased benchmark deciding. Only
+``policy="decide"`` with ``fallback="aten"`` acts on it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from .candidate import Candidate, from_template_kwargs
+from .inductor_inputs import _operands_key, _symbolic_sizes, problem_from_inputs
+from .policy import decide_one, is_aten_choice, trusted_kind
+from .settings import HookSettings
+
+# the aten choices Inductor offers for addmm, scored in place of the ones offered in the earlier call
+_ATEN_ADDMM = (Candidate("aten", aten_op="addmm"), Candidate("aten", aten_op="bias_addmm"))
+
+
+class SplitAddmm:
+    """Remembers, per compiling thread, the operands of the last ``addmm`` call that offered aten choices."""
+
+    def __init__(self) -> None:
+        self._thread = threading.local()
+
+    def is_later_part(self, settings: HookSettings, choices: list[Any], kernel_inputs: Any, op_name: str) -> bool:
+        """Whether ``choices`` is the non-aten part of an ``addmm`` whose aten choices came in the call just
+        before, on this thread, for the same operands."""
+        if op_name != "addmm" or settings.policy != "decide" or settings.fallback != "aten":
+            return False
+        key = _operands_key(list(kernel_inputs.nodes()) if hasattr(kernel_inputs, "nodes") else [])
+        if any(map(is_aten_choice, choices)):
+            self._thread.aten_key = key
+            return False
+        return key is not None and getattr(self._thread, "aten_key", None) == key
+
+    def decide(self, pruner: Any, choices: list[Any], kernel_inputs: Any) -> list[Any]:
+        """Nothing (the aten choice kept in the earlier call stands, as plain ``torch.compile`` runs it) unless the
+        model's favourite here beats cuBLAS, scored as a virtual aten candidate, by the decide gap. An unknown
+        template (the contiguous-bias subgraph) keeps nothing."""
+        if pruner.ranker is None:
+            return []
+        try:
+            cands = [from_template_kwargs(c.template.uid, c.params.to_kwargs()) for c in choices]
+        except (ValueError, KeyError, AttributeError):
+            return []
+        problem = problem_from_inputs(kernel_inputs, "addmm")
+        every = [*cands, *_ATEN_ADDMM]
+        scores = pruner._score(problem, every, [None] * len(every))
+        if scores.shape != (len(every),) or not np.isfinite(scores).all():
+            return []
+        trusted = trusted_kind(pruner.metadata.get("problem_ranges"), problem) and not _symbolic_sizes(kernel_inputs)
+        chosen = decide_one(scores, [c.family == "aten" for c in every], trusted, pruner.settings.decide_gap)
+        return [] if chosen >= len(cands) else [choices[chosen]]
