@@ -327,6 +327,11 @@ class GemmPruner:
                 self._warn_once("record", f"recording the decision for {op_name} failed ({type(exc).__name__}: {exc})")
         return kept
 
+    def may_pick_triton(self, problem: Problem, kernel_inputs: Any) -> bool:
+        """Whether the decide policy may take a Triton kernel over cuBLAS for this GEMM: a kind of problem the model
+        has labels for, at static sizes (``policy.trusted_kind``, ``inductor_inputs._symbolic_sizes``)."""
+        return trusted_kind(self.metadata.get(RANGES_KEY), problem) and not _symbolic_sizes(kernel_inputs)
+
     def _score(self, problem: Problem, cands: list[Candidate], hints: list[int | None]) -> np.ndarray:
         """The ranker's scores, remembered per (problem, candidates, hints): a model's repeated layers and its
         backward pass lower the same GEMM again and again (building the feature frame is most of the cost)."""
@@ -389,8 +394,7 @@ class GemmPruner:
 
         if deciding:
             is_aten = [c.family == "aten" for c in cands]
-            trusted = trusted_kind(self.metadata.get(RANGES_KEY), problem) and not _symbolic_sizes(kernel_inputs)
-            chosen = decide_one(scores, is_aten, trusted, s.decide_gap)
+            chosen = decide_one(scores, is_aten, self.may_pick_triton(problem, kernel_inputs), s.decide_gap)
             log.debug("gemm-predictor: %s (%s): decided %s of %d", op_name, problem, cands[chosen].key, len(cands))
             return [choices[chosen]]
 

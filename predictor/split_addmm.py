@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from .candidate import Candidate, from_template_kwargs
-from .inductor_inputs import _operands_key, _symbolic_sizes, problem_from_inputs
-from .policy import decide_one, is_aten_choice, trusted_kind
+from .inductor_inputs import _operands_key, problem_from_inputs
+from .policy import decide_one, is_aten_choice
 from .settings import HookSettings
 
 # the aten choices Inductor offers for addmm, scored in place of the ones offered in the earlier call
@@ -55,6 +55,6 @@ class SplitAddmm:
         scores = pruner._score(problem, every, [None] * len(every))
         if scores.shape != (len(every),) or not np.isfinite(scores).all():
             return []
-        trusted = trusted_kind(pruner.metadata.get("problem_ranges"), problem) and not _symbolic_sizes(kernel_inputs)
-        chosen = decide_one(scores, [c.family == "aten" for c in every], trusted, pruner.settings.decide_gap)
+        chosen = decide_one(scores, [c.family == "aten" for c in every], pruner.may_pick_triton(problem, kernel_inputs),
+                            pruner.settings.decide_gap)
         return [] if chosen >= len(cands) else [choices[chosen]]
