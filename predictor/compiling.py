@@ -21,8 +21,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import hook, installing
+from . import installing
 from .policy import DECIDE_MIN_GAP
+from .settings import HookSettings
 
 # Inductor options predictor.compile passes to torch.compile (a user's ``options`` win over these).
 RECOMMENDED_OPTIONS: dict[str, Any] = {
@@ -33,9 +34,9 @@ RECOMMENDED_OPTIONS: dict[str, Any] = {
 
 
 def recommended_settings(model: str | os.PathLike | None = None, decide_gap: float = DECIDE_MIN_GAP,
-                         fallback: str = "aten") -> hook.HookSettings:
+                         fallback: str = "aten") -> HookSettings:
     """The hook settings ``predictor.compile`` installs: one choice per GEMM, decided by the model."""
-    return hook.HookSettings(model=None if model is None else str(model), top_k=1, keep_aten=False, margin=None,
+    return HookSettings(model=None if model is None else str(model), top_k=1, keep_aten=False, margin=None,
                              aten_alone_below_us=None, policy="decide", decide_gap=decide_gap, fallback=fallback)
 
 
@@ -95,13 +96,13 @@ def compile(model: Any, *, cudagraphs: bool | str = "auto", predictor_model: str
                              f"not {refused}=")
     if cudagraphs not in ("auto", True, False):
         raise ValueError(f"cudagraphs must be 'auto', True or False, got {cudagraphs!r}")
-    settings = recommended_settings(predictor_model, decide_gap, fallback)
-    if not (installing._STACK and installing._STACK[-1].pruner.settings == settings):
-        installing.install_settings(settings)
     merged = {**RECOMMENDED_OPTIONS, **(options or {})}
     if "triton.cudagraphs" in merged:
         cudagraphs = bool(merged.pop("triton.cudagraphs"))
-    _check_options(merged)
+    _check_options(merged)  # before installing anything: a refused call leaves no hook behind
+    settings = recommended_settings(predictor_model, decide_gap, fallback)
+    if not (installing._STACK and installing._STACK[-1].pruner.settings == settings):
+        installing.install_settings(settings)
     return torch.compile(model, backend=_inductor_backend(merged, cudagraphs), **torch_compile_kwargs)
 
 

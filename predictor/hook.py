@@ -33,7 +33,7 @@ from .artifacts import ModelError, load_runtime_model, read_metadata
 from .candidate import Candidate, from_choice_caller, from_template_kwargs
 from .cutlass import is_cutlass_choice, keep_cutlass
 from .device import DeviceInfo
-from .discovery import MODELS_ENV, _this_gpu, find_model, model_roots  # noqa: F401 -- MODELS_ENV: re-exported
+from .discovery import _this_gpu, find_model, model_roots
 from .features import ideal_time_us, ranker_rows
 from .inductor_inputs import (_lowering_node, _operands_key, _symbolic_sizes, _tf32_enabled, output_feeds_pointwise,
                               problem_from_inputs)
@@ -61,7 +61,8 @@ _SCORE_CACHE = 4096  # problems whose scores a pruner remembers
 
 
 class _PassThrough(Exception):
-    """Internal: leave this GEMM's list alone, for ``reason`` (a stats key)."""
+    """Internal: the hook cannot rank this GEMM, for ``reason`` (a stats key): it keeps the fallback (the aten
+    choice alone, or the whole list with ``fallback="full"``), or the whole list with ``keep_all``."""
 
     def __init__(self, reason: str, message: str, warn: bool = True, keep_all: bool = False) -> None:
         super().__init__(message)
@@ -101,7 +102,7 @@ class GemmPruner:
         self._aten_alone: dict[tuple, None] = {}
         self._filter_ms: list[float] = []  # the filter's own time per GEMM (model load included on the first)
         self._fallbacks: Counter = Counter()
-        self._scores: dict[tuple, np.ndarray] = {}  # see _score
+        self._scores: dict[tuple, np.ndarray] = {}  # see scores()
         self._split_addmm = SplitAddmm()
         self._loaded = ranker is not None
         self._uuid: str | None = None
@@ -332,7 +333,7 @@ class GemmPruner:
         has labels for, at static sizes (``policy.trusted_kind``, ``inductor_inputs._symbolic_sizes``)."""
         return trusted_kind(self.metadata.get(RANGES_KEY), problem) and not _symbolic_sizes(kernel_inputs)
 
-    def _score(self, problem: Problem, cands: list[Candidate], hints: list[int | None]) -> np.ndarray:
+    def scores(self, problem: Problem, cands: list[Candidate], hints: list[int | None]) -> np.ndarray:
         """The ranker's scores, remembered per (problem, candidates, hints): a model's repeated layers and its
         backward pass lower the same GEMM again and again (building the feature frame is most of the cost)."""
         key = (problem, tuple(c.key for c in cands), tuple(hints))
@@ -388,7 +389,7 @@ class GemmPruner:
             # labels time float32 with TF32 off (Inductor's default); with TF32 on, cuBLAS and the Triton
             # templates run other instructions and the ranking does not carry over
             raise _PassThrough("tf32", f"{problem}: float32 with TF32 enabled was never measured", warn=False)
-        scores = self._score(problem, cands, hints)
+        scores = self.scores(problem, cands, hints)
         if scores.shape != (len(choices),) or not np.isfinite(scores).all():
             raise ValueError(f"the ranker returned {scores.shape} scores, not {len(choices)} finite ones")
 
@@ -472,18 +473,3 @@ class GemmPruner:
             self._stats["hints_kept"] += len(chosen)
         log.debug("gemm-predictor: %s: autotuning hints %s of %s", problem, sorted(chosen), hint_values)
         return chosen
-
-
-
-# install / uninstall / pruning / stats and the install stack live in predictor.installing (which imports this
-# module); these names stay reachable here for code written against the single-module hook
-_INSTALLING_NAMES = {"install", "install_settings", "uninstall", "pruning", "stats", "_STACK", "_LAST",
-                     "_drop_cached_choices", "_preprocess_with_installed", "_register_preprocessing"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _INSTALLING_NAMES:
-        from . import installing
-
-        return getattr(installing, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -140,9 +140,7 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
 def install_settings(settings: HookSettings) -> GemmPruner:
     """``install()`` from a ready :class:`HookSettings`."""
     pruner = GemmPruner(settings).load()
-    from torch._inductor import config
-
-    from torch._inductor import virtualized
+    from torch._inductor import config, virtualized
 
     _STACK.append(_Installed(pruner, config.inductor_choices_class, config.max_autotune_gemm_search_space,
                              virtualized._choices._default))
@@ -171,18 +169,10 @@ def uninstall() -> None:
 
 
 @contextlib.contextmanager
-def pruning(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
-            min_confidence: float | None = None, hints: str | None = None, *, margin: float | str | None = "auto",
-            allow_similar_gpu: bool = True, aten_alone_below_us: float | None = ATEN_ALONE_BELOW_US,
-            override_gap: float | None = None, cutlass_top_k: int | None = None, epilogue_templates: int = 0,
-            policy: str = "prune", decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten",
-            _device: DeviceInfo | None = None) -> Iterator[GemmPruner]:
-    """``with pruning(top_k=3): torch.compile(...)(x)`` — ``install`` for the block, ``uninstall`` after."""
-    pruner = install(model, top_k, space, keep_aten, min_confidence, hints, margin=margin,
-                     allow_similar_gpu=allow_similar_gpu, aten_alone_below_us=aten_alone_below_us,
-                     override_gap=override_gap, cutlass_top_k=cutlass_top_k,
-                     epilogue_templates=epilogue_templates, policy=policy, decide_gap=decide_gap,
-                     fallback=fallback, _device=_device)
+def pruning(model: str | os.PathLike | None = None, **options: Any) -> Iterator[GemmPruner]:
+    """``with pruning(top_k=3): torch.compile(...)(x)`` — ``install(model, **options)`` for the block, ``uninstall``
+    after; the options are ``install()``'s."""
+    pruner = install(model, **options)
     try:
         yield pruner
     finally:

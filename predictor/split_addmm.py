@@ -52,7 +52,7 @@ class SplitAddmm:
             return []
         problem = problem_from_inputs(kernel_inputs, "addmm")
         every = [*cands, *_ATEN_ADDMM]
-        scores = pruner._score(problem, every, [None] * len(every))
+        scores = pruner.scores(problem, every, [None] * len(every))
         if scores.shape != (len(every),) or not np.isfinite(scores).all():
             return []
         chosen = decide_one(scores, [c.family == "aten" for c in every], pruner.may_pick_triton(problem, kernel_inputs),

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import predictor
-from predictor import compiling, hook
+from predictor import compiling, installing
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def recorded(monkeypatch):
     torch._dynamo.reset()
     yield seen
     torch._dynamo.reset()
-    while hook._STACK:
+    while installing._STACK:
         predictor.uninstall()
 
 
@@ -59,15 +59,17 @@ def test_user_options_win_and_bad_arguments_are_refused_in_one_line(recorded):
     with torch.no_grad():
         predictor.compile(model, options={"max_autotune_gemm": False, "triton.cudagraphs": True})(x)
     assert recorded[-1]["max_autotune_gemm"] is False and recorded[-1]["triton.cudagraphs"] is True
+    predictor.uninstall()
     for kwargs, words in (({"mode": "max-autotune"}, "not mode="), ({"backend": "eager"}, "not backend="),
                           ({"cudagraphs": "yes"}, "cudagraphs must be"),
                           ({"options": {"no_such_option": 1}}, "no_such_option")):
         with pytest.raises(ValueError, match=words) as info:
             predictor.compile(model, **kwargs)
         assert "\n" not in str(info.value)
+    assert not installing._STACK  # a refused call installs no hook
 
 
 def test_compiling_twice_with_the_same_settings_shares_one_hook(recorded):
     predictor.compile(_mlp())
     predictor.compile(_mlp())
-    assert len(hook._STACK) == 1 and hook._STACK[-1].pruner.settings == compiling.recommended_settings()
+    assert len(installing._STACK) == 1 and installing._STACK[-1].pruner.settings == compiling.recommended_settings()

@@ -20,7 +20,7 @@ import pytest
 import torch
 from synthetic import METADATA
 
-from predictor import cli, export, hook
+from predictor import cli, export, installing
 from predictor.compiling import RECOMMENDED_OPTIONS, recommended_settings
 from predictor.device import DeviceInfo
 from predictor.hook import GemmPruner
@@ -97,11 +97,11 @@ def _compile_with_table(fn, args, table, spy: TableSpy, **options):
     torch._dynamo.reset()
     try:
         with config.patch(inductor_choices_class=spy.cls, fx_graph_cache=False):
-            hook._drop_cached_choices()  # the choices handler is cached per thread
+            installing._drop_cached_choices()  # the choices handler is cached per thread
             compiled = torch.compile(fn, options={**RECOMMENDED_OPTIONS, "lookup_table.table": table, **options})
             return run_and_get_code(compiled, *args)
     finally:
-        hook._drop_cached_choices()
+        installing._drop_cached_choices()
         torch._dynamo.reset()
 
 
@@ -127,7 +127,7 @@ def test_export_then_table_alone_reproduces_every_choice(tmp_path):
     out = tmp_path / "table.json"
     args = gemm_args()
     doc = export.export_table(gemms, args, out, key_choices=_lookup_class(), options={"cpu_backend": "triton"})
-    assert not hook._STACK  # the hook export_table installed is gone
+    assert not installing._STACK  # the hook export_table installed is gone
     assert sorted(p.name for p in tmp_path.iterdir()) == ["table.json"]  # written atomically, no temp left
     on_disk = json.loads(out.read_text())
     assert on_disk == doc and doc["schema_version"] == 1 and doc["torch"] == torch.__version__
@@ -193,10 +193,10 @@ def test_a_decided_triton_config_comes_back_from_the_table_with_every_parameter(
     torch._dynamo.reset()
     try:
         with config.patch(inductor_choices_class=pruner, fx_graph_cache=False):
-            hook._drop_cached_choices()
+            installing._drop_cached_choices()
             torch.compile(torch.mm, options=options)(a, b)
     finally:
-        hook._drop_cached_choices()
+        installing._drop_cached_choices()
         torch._dynamo.reset()
     assert len(seen) == 1 and len(seen[0]) > 10 and [uid for uid, _ in seen[0]].count("aten::mm") == 1
     (op, kept), = decided
@@ -220,7 +220,7 @@ def test_a_decided_triton_config_comes_back_from_the_table_with_every_parameter(
 def test_torchs_own_key_is_cuda_only_so_a_cpu_export_says_so(tmp_path):
     with pytest.raises(ValueError, match="keys CUDA GEMMs only"):
         export.export_table(gemms, gemm_args(), tmp_path / "t.json", options={"max_autotune_gemm_backends": "ATEN"})
-    assert not (tmp_path / "t.json").exists() and not hook._STACK
+    assert not (tmp_path / "t.json").exists() and not installing._STACK
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import predictor
-from predictor import hook
+from predictor import installing
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -24,7 +24,7 @@ def feedback():
     yield benchmarked
     select_algorithm.clear_feedback_savers()
     torch._dynamo.reset()
-    while hook._STACK:
+    while installing._STACK:
         predictor.uninstall()
 
 

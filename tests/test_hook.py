@@ -20,7 +20,7 @@ import torch
 from synthetic import METADATA, synthetic_dataset
 
 import predictor
-from predictor import hook, inductor_inputs
+from predictor import discovery, hook, inductor_inputs, installing
 from predictor.artifacts import LGBM_FILE, save_model
 from predictor.candidate import to_template_kwargs
 from predictor.device import DeviceInfo
@@ -318,7 +318,7 @@ def test_find_model_prefers_lgbm_all_for_this_gpu(model_root, monkeypatch):
     assert find_model(sibling, roots=[model_root]) is None
     assert find_model(sibling, roots=[model_root], allow_similar=True) == model_root / "syn-lgbm-all"
     assert find_model(replace(DEVICE, gpu="Other GPU"), roots=[model_root], allow_similar=True) == model_root / "other"
-    monkeypatch.setenv(hook.MODELS_ENV, str(model_root))
+    monkeypatch.setenv(discovery.MODELS_ENV, str(model_root))
     assert find_model(replace(DEVICE, gpu="Other GPU")) == model_root / "other"
     with predictor.pruning(_device=DEVICE) as p:
         assert p.model_path == model_root / "syn-lgbm-all" and p.disabled is None
@@ -483,13 +483,13 @@ def test_compile_with_dynamic_shapes_reads_size_hints():
     torch._dynamo.reset()
     try:
         with config.patch(inductor_choices_class=p, fx_graph_cache=False, max_autotune_gemm_backends="ATEN"):
-            hook._drop_cached_choices()
+            installing._drop_cached_choices()
             mm = torch.compile(lambda x, y: x @ y, mode="max-autotune-no-cudagraphs", dynamic=True)
             torch.testing.assert_close(mm(a, b), a @ b)
             bmm = torch.compile(torch.bmm, mode="max-autotune-no-cudagraphs")
             torch.testing.assert_close(bmm(ba, bb), torch.bmm(ba, bb))
     finally:
-        hook._drop_cached_choices()
+        installing._drop_cached_choices()
         torch._dynamo.reset()
     assert Problem("mm", 40, 32, 48, "float32", align=16) in seen
     assert Problem("bmm", 40, 32, 48, "float32", b=3, layout_b="col", align=16) in seen
@@ -712,14 +712,14 @@ def test_cutlass_choices_are_cut_to_the_best_kernels_in_inductors_preprocessing_
     choices = [Caller("mm"), Caller("triton_mm_1", "BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, num_stages=3, num_warps=4")]
     choices += [cutlass(t, s) for t in ("64x64x64", "128x128x64", "256x128x64") for s in (1, 2, 4, 8)]
     with predictor.pruning(model_root / "syn-lgbm-all", top_k=2, cutlass_top_k=1, _device=DEVICE) as p:
-        assert hook._preprocess_with_installed in select_algorithm.get_algorithm_selector_cache().preprocessing_fns
-        kept = hook._preprocess_with_installed(choices)
+        assert installing._preprocess_with_installed in select_algorithm.get_algorithm_selector_cache().preprocessing_fns
+        kept = installing._preprocess_with_installed(choices)
     # aten and Triton untouched; one CUTLASS kernel left, with all four swizzles (they share its compile)
     assert kept[:2] == choices[:2] and len(kept) == 6 and len({c.name for c in kept[2:]}) == 1
     assert p.stats()["cutlass_considered"] == 3 and p.stats()["cutlass_kept"] == 1
-    assert hook._preprocess_with_installed(choices) == choices  # nothing installed: a no-op
+    assert installing._preprocess_with_installed(choices) == choices  # nothing installed: a no-op
     with predictor.pruning(model_root / "syn-lgbm-all", _device=DEVICE):
-        assert hook._preprocess_with_installed(choices) == choices  # cutlass_top_k=None: untouched
+        assert installing._preprocess_with_installed(choices) == choices  # cutlass_top_k=None: untouched
     with pytest.raises(ValueError, match="cutlass_top_k"):
         HookSettings(cutlass_top_k=0)
 

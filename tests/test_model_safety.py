@@ -16,7 +16,7 @@ from sklearn.tree import DecisionTreeRegressor, export_text
 from synthetic import METADATA, synthetic_dataset
 
 import predictor
-from predictor import hook
+from predictor import discovery
 from predictor.artifacts import METADATA_FILE, ModelError, load_model, read_metadata, save_model
 from predictor.cli import main
 from predictor.device import DeviceInfo
@@ -81,7 +81,7 @@ def planted(tmp_path):
 
 def test_planted_payload_never_runs(planted, tmp_path, monkeypatch, capsys):
     folders, marker = planted
-    monkeypatch.delenv(hook.MODELS_ENV, raising=False)
+    monkeypatch.delenv(discovery.MODELS_ENV, raising=False)
     monkeypatch.chdir(tmp_path)  # the payloads sit in ./models, made for exactly this GPU
 
     assert all(root.resolve() != (tmp_path / "models").resolve() for root in model_roots())
