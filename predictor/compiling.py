@@ -14,6 +14,11 @@ What it sets, and why (measured on real models: docs/benchmarks/zoo, "Attributio
   the whole of full max-autotune's training win. For inference graphs they are left off: a model served under
   one CUDA graph of the user's own gains nothing from them, and the trees' own per-call work made inference
   steps 0.77-0.84x as fast as plain ``torch.compile`` replayed in one graph (docs/benchmarks/zoo).
+- Gradient accumulation under those trees: a backward's gradient output lives in the trees' memory pool, and
+  when ``.grad`` was empty autograd keeps that very tensor as ``.grad``; the next forward overwrites the pool,
+  so a second backward without zeroing fails ("accessing tensor output of CUDAGraphs that has been overwritten",
+  pytorch/pytorch#169545) under ``mode="max-autotune"`` too. ``predictor.compile`` gives such gradients their
+  own memory before each forward of a module (free in the usual zero-then-step loop, where ``.grad`` is None).
 """
 
 from __future__ import annotations
@@ -103,7 +108,30 @@ def compile(model: Any, *, cudagraphs: bool | str = "auto", predictor_model: str
     settings = recommended_settings(predictor_model, decide_gap, fallback)
     if not (installing._STACK and installing._STACK[-1].pruner.settings == settings):
         installing.install_settings(settings)
-    return torch.compile(model, backend=_inductor_backend(merged, cudagraphs), **torch_compile_kwargs)
+    compiled = torch.compile(model, backend=_inductor_backend(merged, cudagraphs), **torch_compile_kwargs)
+    if cudagraphs is not False and isinstance(compiled, torch.nn.Module):
+        compiled.register_forward_pre_hook(own_accumulated_grads)
+    return compiled
+
+
+_OWNED = "_gemm_predictor_owned_grad"
+
+
+def own_accumulated_grads(module: Any, _args: Any) -> None:
+    """Before a forward with grad on: move every gradient autograd took over from a backward's output into
+    memory of its own (once per accumulation; later backwards add into it in place), so that the forward's
+    CUDA graph replay cannot overwrite a gradient still being accumulated. Gradients that are None (the
+    usual loop zeroes with ``set_to_none``) cost nothing."""
+    import torch
+
+    if not torch.is_grad_enabled():
+        return
+    for param in module.parameters():
+        grad = param.grad
+        if grad is not None and not getattr(grad, _OWNED, False):
+            owned = grad.clone()
+            setattr(owned, _OWNED, True)
+            param.grad = owned
 
 
 def _check_options(options: dict[str, Any]) -> None:

@@ -73,3 +73,29 @@ def test_compiling_twice_with_the_same_settings_shares_one_hook(recorded):
     predictor.compile(_mlp())
     predictor.compile(_mlp())
     assert len(installing._STACK) == 1 and installing._STACK[-1].pruner.settings == compiling.recommended_settings()
+
+
+@pytest.mark.parametrize("cudagraphs", ["auto", False])
+def test_accumulated_gradients_get_memory_of_their_own_before_each_forward(recorded, cudagraphs):
+    """Under CUDA graph trees a gradient autograd took over from a backward's output would be overwritten by the
+    next forward's replay; the compiled module moves it into its own memory once, then accumulates in place."""
+    model, x = _mlp(), torch.randn(4, 8)
+    compiled = predictor.compile(model, cudagraphs=cudagraphs)
+    compiled(x).sum().backward()  # .grad was None: autograd keeps the backward's output tensor
+    taken_over = [p.grad for p in model.parameters()]
+    compiled(x).sum().backward()
+    moved = [p.grad for p in model.parameters()]
+    if cudagraphs is False:  # no trees: nothing to guard, nothing copied
+        assert all(a is b for a, b in zip(taken_over, moved))
+        return
+    assert all(a is not b for a, b in zip(taken_over, moved))
+    compiled(x).sum().backward()
+    assert all(a is b for a, b in zip(moved, (p.grad for p in model.parameters())))  # accumulated in place
+    reference = _mlp()
+    for _ in range(3):
+        reference(x).sum().backward()
+    for ours, theirs in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(ours.grad, theirs.grad)
+    model.zero_grad(set_to_none=True)
+    compiled(x)  # the usual loop: nothing to move
+    assert all(p.grad is None for p in model.parameters())
