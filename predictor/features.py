@@ -13,19 +13,25 @@ memory and an fp32 accumulator spread over ``32 * num_warps`` threads. Device pr
 :class:`~predictor.device.DeviceInfo` (dataset/model metadata), never from magic numbers.
 
 Families other than Triton get neutral tile features: counts and sizes 0, efficiencies 1.
+
+Two ways in, one arithmetic (``_matrix``): ``feature_matrix`` reads a DataFrame (training, evaluation);
+``runtime_feature_matrix`` reads a Problem and its Candidates straight into numpy (the hook, where building a
+DataFrame cost more than the model). pandas and pyarrow are imported only by the DataFrame functions, so the
+hook's import path carries neither (a quarter of a second at every compile's start).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 
 from .candidate import CANDIDATE_FIELDS, Candidate
 from .device import DeviceInfo
 from .problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The L2 -> SM bandwidth is not in the device metadata; the roofline's tile-reload term assumes it
 # is this multiple of the measured DRAM bandwidth (about right for Hopper; it only has to order
@@ -122,6 +128,8 @@ def _string_codes(rows: pd.DataFrame, names: tuple[str, ...]) -> dict[str, tuple
     columns = [_column(rows, name) for name in names]
     if not all(hasattr(values, "__arrow_array__") for values in columns):
         return {name: _codes(values) for name, values in zip(names, columns, strict=True)}
+    import pyarrow as pa
+
     chunks = []
     for values in columns:
         array = values.__arrow_array__()
@@ -139,6 +147,8 @@ def _string_codes(rows: pd.DataFrame, names: tuple[str, ...]) -> dict[str, tuple
 
 def _codes(values) -> tuple[np.ndarray | None, list]:
     """``_string_codes`` for one column that is not arrow-backed."""
+    import pandas as pd
+
     codes, uniques = pd.factorize(values)
     if len(uniques) == 1 and (codes == 0).all():
         return None, list(uniques)
@@ -167,6 +177,8 @@ def _numeric(values, scalar_if_constant: bool = False) -> Values:
     elif isinstance(values, np.ndarray) and values.dtype.kind == "f":
         array = np.nan_to_num(values.astype(np.float64), nan=0.0)
     else:
+        import pandas as pd
+
         array = np.asarray(pd.array(values).to_numpy(dtype=np.float64, na_value=0.0))
     if scalar_if_constant and (array == array[0]).all():
         return float(array[0])
@@ -179,20 +191,58 @@ def _log2(x: Values) -> Values:
 
 def feature_matrix(rows: pd.DataFrame, device: DeviceInfo) -> np.ndarray:
     """Features as a float32 array of shape (len(rows), len(FEATURE_NAMES)); the fast path rankers use."""
-    n_rows = len(rows)
+    if len(rows) == 0:
+        return np.zeros((0, N_FEATURES), dtype=np.float32)
+    problem = [_numeric(_column(rows, c), scalar_if_constant=True) for c in _PROBLEM_NUMERIC]
+    candidate = [_numeric(_column(rows, c)) for c in _CANDIDATE_NUMERIC]
+    return _matrix(len(rows), problem, candidate, _string_codes(rows, _STRING), device)
+
+
+def runtime_feature_matrix(problem: Problem, cands: list[Candidate], hints: list[int | None],
+                           device: DeviceInfo) -> np.ndarray:
+    """``feature_matrix(ranker_rows(problem, cands, hints), device)`` without building the DataFrame: the same
+    columns (a problem field is one value, M each choice's multi-kernel hint where it has one), reduced the way
+    ``feature_matrix`` reduces them, so the two agree bit for bit (``tests/test_runtime_features.py``)."""
+    if not cands:
+        return np.zeros((0, N_FEATURES), dtype=np.float32)
+    m: Values = float(problem.m)
+    if any(h is not None for h in hints):
+        ms = np.array([problem.m if h is None else int(h) for h in hints], dtype=np.float64)
+        m = float(ms[0]) if (ms == ms[0]).all() else ms  # as _numeric(scalar_if_constant=True)
+    numbers = {"b": float(problem.b), "m": m, "n": float(problem.n), "k": float(problem.k),
+               "align": float(problem.align)}
+    table = np.array([[getattr(c, name) for name in _CANDIDATE_NUMERIC] for c in cands], dtype=np.float64)
+    strs = {name: (None, [getattr(problem, name)]) for name in ("op", "dtype", "out_dtype", "layout_a", "layout_b")}
+    for name in ("family", "aten_op"):
+        strs[name] = _factorise([getattr(c, name) for c in cands])
+    return _matrix(len(cands), [numbers[c] for c in _PROBLEM_NUMERIC], list(table.T), strs, device)
+
+
+def _factorise(values: list) -> tuple[np.ndarray | None, list]:
+    """``_string_codes`` for one Python list: (None, [value]) when it holds one value, else codes into the distinct
+    values in order of appearance; None (missing) gets code -1."""
+    first = values[0]
+    if first is not None and all(v == first for v in values):
+        return None, [first]
+    index: dict[Any, int] = {}
+    codes = np.array([-1 if v is None else index.setdefault(v, len(index)) for v in values], dtype=np.int64)
+    return codes, list(index)
+
+
+def _matrix(n_rows: int, problem: list[Values], candidate: list[np.ndarray],
+            strs: dict[str, tuple[np.ndarray | None, list]], device: DeviceInfo) -> np.ndarray:
+    """The features from columns: ``problem`` (b, m, n, k, align; scalars where constant), ``candidate``
+    (``_CANDIDATE_NUMERIC``, float64 arrays) and ``strs`` (``_STRING``, factorised)."""
     # filled one feature at a time (contiguous), handed out as an (n_rows, n_features) view
     out = np.zeros((N_FEATURES, n_rows), dtype=np.float32)
-    if n_rows == 0:
-        return out.T
 
     def put(**values: Values) -> None:
         for name, value in values.items():
             out[_INDEX[name]] = value
 
-    b, m, n, k, align = (_numeric(_column(rows, c), scalar_if_constant=True) for c in _PROBLEM_NUMERIC)
+    b, m, n, k, align = problem
     b, m, n, k = (np.maximum(x, 1.0) for x in (b, m, n, k))
-    block_m, block_n, block_k, num_stages, num_warps, group_m, k_split = (_numeric(_column(rows, c)) for c in _CANDIDATE_NUMERIC)
-    strs = _string_codes(rows, _STRING)
+    block_m, block_n, block_k, num_stages, num_warps, group_m, k_split = candidate
 
     dtype_codes, dtype_values = strs["dtype"]
     out_codes, out_values = strs["out_dtype"]
@@ -327,11 +377,15 @@ def _neutralise(out: np.ndarray, mask: np.ndarray, neutral: tuple[np.ndarray, np
 
 def compute_features(rows: pd.DataFrame, device: DeviceInfo) -> pd.DataFrame:
     """Features as a float32 DataFrame with columns ``FEATURE_NAMES`` and the rows' index."""
+    import pandas as pd
+
     return pd.DataFrame(feature_matrix(rows, device), columns=FEATURE_NAMES, index=rows.index, copy=False)
 
 
 def ranker_rows(problem: Problem, cands: list[Candidate], hints: list[int | None]) -> pd.DataFrame:
     """Ranker rows: the problem's fields (M replaced by each choice's multi-kernel hint) + candidate fields."""
+    import pandas as pd
+
     columns: dict[str, Any] = {name: getattr(problem, name) for name in PROBLEM_FIELDS}
     if any(h is not None for h in hints):
         columns["m"] = [problem.m if h is None else int(h) for h in hints]

@@ -34,7 +34,7 @@ from .candidate import Candidate, from_choice_caller, from_template_kwargs
 from .cutlass import is_cutlass_choice, keep_cutlass
 from .device import DeviceInfo
 from .discovery import _this_gpu, find_model, model_roots
-from .features import ideal_time_us, ranker_rows
+from .features import ideal_time_us, ranker_rows, runtime_feature_matrix
 from .inductor_inputs import (_lowering_node, _operands_key, _symbolic_sizes, _tf32_enabled, output_feeds_pointwise,
                               problem_from_inputs)
 from .policy import (aten_alone_if_small, decide_one, fallback_choices, keep_best,
@@ -335,11 +335,15 @@ class GemmPruner:
 
     def scores(self, problem: Problem, cands: list[Candidate], hints: list[int | None]) -> np.ndarray:
         """The ranker's scores, remembered per (problem, candidates, hints): a model's repeated layers and its
-        backward pass lower the same GEMM again and again (building the feature frame is most of the cost)."""
+        backward pass lower the same GEMM again and again (features and the model are most of the cost)."""
         key = (problem, tuple(c.key for c in cands), tuple(hints))
         scores = self._scores.get(key)
         if scores is None:
-            scores = np.asarray(self.ranker.score(ranker_rows(problem, cands, hints), self.device), dtype=np.float64)
+            if hasattr(self.ranker, "score_features"):  # the LightGBM rankers: features straight into numpy
+                raw = self.ranker.score_features(runtime_feature_matrix(problem, cands, hints, self.device))
+            else:  # the other rankers read rows (and import pandas, as they import scikit-learn)
+                raw = self.ranker.score(ranker_rows(problem, cands, hints), self.device)
+            scores = np.asarray(raw, dtype=np.float64)
             if len(self._scores) >= _SCORE_CACHE:
                 self._scores.pop(next(iter(self._scores)), None)
             self._scores[key] = scores

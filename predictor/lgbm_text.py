@@ -189,4 +189,10 @@ class TextForestRanker:
         """One score per row, higher = predicted faster."""
         if len(rows) == 0:
             return np.zeros(0)
-        return self.sign * self.forest.predict(feature_matrix(rows, device))
+        return self.score_features(feature_matrix(rows, device))
+
+    def score_features(self, X: np.ndarray) -> np.ndarray:
+        """``score`` from a feature matrix already built (the hook's ``features.runtime_feature_matrix``)."""
+        if len(X) == 0:
+            return np.zeros(0)
+        return self.sign * self.forest.predict(X)

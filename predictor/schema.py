@@ -17,16 +17,17 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .atomic import staged_file
 from .candidate import CANDIDATE_FIELDS
 from .problem import PROBLEM_FIELDS, problem_id
+
+if TYPE_CHECKING:  # imported where used: the hook reads SCHEMA_VERSION and must not pay for pandas and pyarrow
+    import pandas as pd
+    import pyarrow as pa
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "compile_error", "resources", "timeout", "wrong_result")
@@ -66,6 +67,8 @@ class DatasetError(ValueError):
 def validate_frame(df: pd.DataFrame, source: str = "<frame>") -> pd.DataFrame:
     """Check required columns, schema version, statuses and the rows' consistency (see the module doc); return
     the frame with canonical dtypes."""
+    import pandas as pd
+
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise DatasetError(f"{source}: missing columns {', '.join(missing)}")
@@ -100,6 +103,8 @@ def validate_frame(df: pd.DataFrame, source: str = "<frame>") -> pd.DataFrame:
 
 def _check_problems(df: pd.DataFrame, source: str) -> None:
     """Each problem_id is the hash of its problem fields (so one id is one shape) and has one family_tag."""
+    import pyarrow as pa
+
     columns = ["problem_id", *PROBLEM_FIELDS, "family_tag"]
     # the distinct (id, fields, tag) rows: Arrow's hash grouping, 4x faster than drop_duplicates on 1M rows
     problems = pa.Table.from_pandas(df[columns], preserve_index=False).group_by(columns).aggregate([]).to_pandas()
@@ -162,6 +167,8 @@ def _checked_schema(path: Path, num_rows: int | None = None) -> pa.Schema:
     The footer holds the metadata twice (parquet key-values and the serialised Arrow schema, which pyarrow
     prefers); a digest in either copy must match what is read, so a damaged copy of the digest's own key
     cannot switch the check off. ``num_rows``: the rows actually read (default: the footer's count)."""
+    import pyarrow.parquet as pq
+
     footer = pq.read_metadata(path)
     schema = pq.read_schema(path)
     raw = schema.metadata or {}
@@ -183,6 +190,9 @@ def _decode(raw: Mapping[bytes, bytes]) -> dict[str, Any]:
 def read_parquet(path: str | Path, columns: list[str] | None = None, what: str = "parquet dataset") -> tuple[pa.Table, dict[str, Any]]:
     """A parquet file's table and its metadata (JSON values), with page checksums and ``footer_sha256`` verified;
     anything unreadable or corrupt is a one-line ``DatasetError`` naming the file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     path = Path(path)
     try:
         # one thread: a corrupt page read by the thread pool can abort the interpreter at exit (pyarrow 26)
@@ -202,6 +212,8 @@ def read_parquet(path: str | Path, columns: list[str] | None = None, what: str =
 def write_parquet(table: pa.Table, path: str | Path) -> Path:
     """Write ``table`` (its schema metadata included) as zstd parquet with page checksums and ``footer_sha256``,
     atomically (a unique temporary file beside it, then renamed)."""
+    import pyarrow.parquet as pq
+
     path = Path(path)
     raw = {k: v for k, v in (table.schema.metadata or {}).items() if k != FOOTER_DIGEST.encode()}
     raw[FOOTER_DIGEST.encode()] = json.dumps(_footer_digest(raw, table.schema, table.num_rows)).encode()
@@ -213,6 +225,8 @@ def write_parquet(table: pa.Table, path: str | Path) -> Path:
 
 def file_metadata(path: str | Path) -> dict[str, Any]:
     """A dataset file's metadata (JSON values), its ``footer_sha256`` verified."""
+    import pyarrow as pa
+
     path = Path(path)
     try:
         return _decode(_checked_schema(path).metadata or {})
@@ -224,6 +238,8 @@ def file_metadata(path: str | Path) -> dict[str, Any]:
 
 def read_dataset(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
     """Read a dataset file (or a folder of parquet parts) and validate it."""
+    import pandas as pd
+
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"{path}: no such dataset")
@@ -266,6 +282,8 @@ def _check_one_gpu(df: pd.DataFrame, meta: Mapping[str, Any], source: str) -> No
 
 def write_dataset(df: pd.DataFrame, path: str | Path, metadata: dict[str, Any]) -> Path:
     """Write validated rows with file-level metadata (zstd parquet), atomically (tmp + rename)."""
+    import pyarrow as pa
+
     path = Path(path)
     missing = [k for k in REQUIRED_METADATA if k not in metadata]
     if missing:

@@ -34,14 +34,16 @@ import itertools
 import logging
 import math
 from collections.abc import Iterable
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
-import pandas as pd
 
 from .candidate import CANDIDATE_FIELDS, Candidate
 from .device import DeviceInfo
 from .problem import PROBLEM_FIELDS, Problem
+
+if TYPE_CHECKING:  # space_frame imports it: the hook's settings read SPACES and must not pay for pandas
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -361,6 +363,8 @@ def space_frame(problems: Iterable[Problem], space: str = "default", device: Opt
     Built as two small tables (distinct problems, distinct candidates) gathered by integer index,
     so an EXHAUSTIVE frame of a million rows costs array takes, not a million Python dicts.
     """
+    import pandas as pd
+
     _check_space(space)
     problem_rows: list[tuple] = []
     candidate_ids: dict[Candidate, int] = {}

@@ -66,10 +66,17 @@ class _LGBMBase(RankerBase):
         return self
 
     def score(self, rows: pd.DataFrame, device: DeviceInfo) -> np.ndarray:
-        self._check_fitted()
         if len(rows) == 0:
+            self._check_fitted()
             return np.zeros(0)
-        raw = self.booster_.predict(feature_matrix(rows, device), num_threads=max(int(self.n_jobs), 1))
+        return self.score_features(feature_matrix(rows, device))
+
+    def score_features(self, X: np.ndarray) -> np.ndarray:
+        """``score`` from a feature matrix already built (the hook's ``features.runtime_feature_matrix``)."""
+        self._check_fitted()
+        if len(X) == 0:
+            return np.zeros(0)
+        raw = self.booster_.predict(X, num_threads=max(int(self.n_jobs), 1))
         return self._sign * np.asarray(raw, dtype=np.float64)
 
     def _set_booster(self, booster: lgb.Booster) -> "_LGBMBase":
