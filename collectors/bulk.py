@@ -255,9 +255,13 @@ def _rows(p: Problem, family_tag: str, candidates: list[Candidate], results: lis
 
 
 def collect_loop(todo: pd.DataFrame, candidates_of: Any, measure: Any, writer: PartWriter, env: dict,
-                 desc: str = "collect", position: int = 0, before_measure: Any = None) -> int:
+                 desc: str = "collect", position: int = 0, before_measure: Any = None, should_stop: Any = None,
+                 on_problem: Any = None) -> int:
     """Measure each problem and hand whole problems to the writer; on any interruption the problems already
-    measured are still written (they are complete), and the part in progress never appears half-written."""
+    measured are still written (they are complete), and the part in progress never appears half-written.
+
+    ``should_stop()``: asked before each problem; True ends the loop there (a time budget: ``calibrate``).
+    ``on_problem(problem_id)``: called once a problem's rows are handed to the writer."""
     from tqdm import tqdm
 
     start = time.time()
@@ -265,6 +269,9 @@ def collect_loop(todo: pd.DataFrame, candidates_of: Any, measure: Any, writer: P
     bar = tqdm(todo.itertuples(index=False), total=len(todo), desc=desc, unit="problem", position=position)
     try:
         for row in bar:
+            if should_stop is not None and should_stop():
+                log.info("stopping before %s: the budget is spent", row.problem_id)
+                break
             p = problem_from_row(row)
             cands = candidates_of(p)
             if before_measure is not None:
@@ -274,6 +281,8 @@ def collect_loop(todo: pd.DataFrame, candidates_of: Any, measure: Any, writer: P
                 continue
             writer.add_problem(_rows(p, row.family_tag, cands, results, env))
             n_rows += len(cands)
+            if on_problem is not None:
+                on_problem(p.problem_id)
             bar.set_postfix(rows_per_s=f"{n_rows / max(time.time() - start, 1e-9):.0f}")
     finally:
         writer.flush()
@@ -283,7 +292,8 @@ def collect_loop(todo: pd.DataFrame, candidates_of: Any, measure: Any, writer: P
 def collect_worker(corpus: str, out: str, space: str, shard: Shard, gpu: int, reps: int, limit: int | None,
                    tma: bool, seed: int, position: int = 0, query: str | None = None,
                    order: list[str] | None = None, compiler: BackgroundCompiler | None = None,
-                   screen: float | None = None) -> dict:
+                   screen: float | None = None, should_stop: Any = None, on_problem: Any = None,
+                   part_every: int = 50) -> dict:
     """Collect one shard on one GPU; returns throughput figures."""
     import torch
     import triton
@@ -311,7 +321,7 @@ def collect_worker(corpus: str, out: str, space: str, shard: Shard, gpu: int, re
     env = {"collector": "bulk", "gpu": device_info.gpu, "cc": device_info.cc, "torch": torch.__version__.split("+")[0],
            "triton": triton.__version__, "schema_version": SCHEMA_VERSION, "space": space}
     meta = json.loads((Path(out) / "run.json").read_text())
-    writer = PartWriter(out, f"part-s{shard.index}of{shard.count}-g{gpu}", meta, every=50)
+    writer = PartWriter(out, f"part-s{shard.index}of{shard.count}-g{gpu}", meta, every=part_every)
     flush = L2Flusher(dev)
     # warm the GPU up so clocks have ramped before the first label
     x = torch.randn(4096, 4096, device=dev, dtype=torch.float16)
@@ -336,7 +346,8 @@ def collect_worker(corpus: str, out: str, space: str, shard: Shard, gpu: int, re
     if compiler is not None:
         wait = lambda p, cands: compiler.wait(compile_key(p, c) for c in cands)
     n_rows = collect_loop(todo, lambda p: enumerate_space(p, space, device_info, tma=tma), measure, writer, env,
-                          desc=f"gpu{gpu} {space}", position=position, before_measure=wait)
+                          desc=f"gpu{gpu} {space}", position=position, before_measure=wait,
+                          should_stop=should_stop, on_problem=on_problem)
     elapsed = time.time() - start
     return {"gpu": gpu, "problems": len(todo) - len(skipped), "skipped": skipped, "rows": n_rows, "seconds": elapsed}
 
@@ -412,7 +423,11 @@ def check_collect_args(corpus: str, shard: str, limit: int | None, reps: int, gp
 
 def collect(corpus: str, out: str, space: str = "default", shard: str = "0/1", gpus: str = "0", reps: int = 10,
             limit: int | None = None, tma: bool = True, seed: int = 0, precompile_workers: int | None = None,
-            query: str | None = None, resume_from: str | None = None, screen: float | None = None) -> list[dict]:
+            query: str | None = None, resume_from: str | None = None, screen: float | None = None,
+            order: list[str] | None = None, should_stop: Any = None, on_problem: Any = None,
+            part_every: int = 50) -> list[dict]:
+    """``order``: collect only these problem ids, in this order (``calibrate``'s plan) instead of the cheapest-first
+    order of the whole corpus; ``should_stop``/``on_problem``: see :func:`collect_loop` (one GPU only)."""
     import torch
 
     from predictor.spaces import enumerate_space
@@ -425,15 +440,22 @@ def collect(corpus: str, out: str, space: str = "default", shard: str = "0/1", g
         done = seed_from_dataset(resume_from, out, props.name, f"{props.major}.{props.minor}")
         log.info("resuming from %s: %d problems already labelled", resume_from, done)
     gpu_ids = list(range(torch.cuda.device_count())) if gpus == "all" else [int(g) for g in gpus.split(",")]
+    if (should_stop is not None or on_problem is not None) and len(gpu_ids) != 1:
+        raise ValueError("a time-boxed collection (should_stop/on_problem) runs on one GPU")
     meta = prepare_run(corpus, out, space, tma, reps)
     device_info = DeviceInfo.from_metadata(meta)
 
     problems = select_problems(corpus, base, out, query, None)
+    if order is not None:
+        problems = problems[problems["problem_id"].isin(set(order))]
     keys_of = {}
     for row in problems.itertuples(index=False):
         p = problem_from_row(row)
         keys_of[row.problem_id] = {k for k in (compile_key(p, c) for c in enumerate_space(p, space, device_info, tma=tma)) if k}
-    order = order_by_shared_binaries(keys_of)
+    if order is None:
+        order = order_by_shared_binaries(keys_of)
+    else:
+        order = [pid for pid in dict.fromkeys(order) if pid in keys_of]
     if limit is not None:
         order = order[: limit * len(gpu_ids)]
     ordered_keys = list(dict.fromkeys(k for pid in order for k in sorted(keys_of[pid], key=str)))
@@ -443,7 +465,7 @@ def collect(corpus: str, out: str, space: str = "default", shard: str = "0/1", g
     try:
         if len(gpu_ids) == 1:
             return [collect_worker(corpus, out, space, base, gpu_ids[0], reps, limit, tma, seed, 0, query, order, compiler,
-                                   screen)]
+                                   screen, should_stop, on_problem, part_every)]
         # several GPUs: compile everything first (worker processes cannot share the futures), then one process
         # per GPU, each taking its sub-shard of the base shard in the same cheap-first order
         compiler.wait(ordered_keys, desc="compile (all GPUs' binaries, before timing)")

@@ -85,3 +85,56 @@ def register(sub: argparse._SubParsersAction) -> None:
         return 0
 
     m.set_defaults(func=run_merge)
+
+    c = sub.add_parser("calibrate", help="label the corpus problems that teach this GPU the most within a time budget "
+                                         "(resumable; see collectors/calibrate.py)")
+    c.add_argument("--minutes", type=float, required=True, help="calibration budget over all runs of --parts, minutes")
+    c.add_argument("--parts", required=True, help="folder of resumable parts (+ calibration/plan.parquet, ledger.json)")
+    c.add_argument("--corpus", default="datasets/corpus/corpus_v1.parquet")
+    c.add_argument("--base-model", default="models/h200-default-lgbm", help="ranks candidates: its uncertainty plans")
+    c.add_argument("--compare-model", default="models/h200-default-tree",
+                   help="second ranker whose disagreement with the base model plans ('none' to leave out)")
+    c.add_argument("--hold-out-groups-of", action="append", default=None, metavar="MODEL",
+                   help="never collect the problem groups this model held out (repeatable; default: --base-model)")
+    c.add_argument("--workers", type=int, default=None, help="precompile processes (default: cores - 2)")
+    c.add_argument("--collect-only", action="store_true", help="collect within the budget, fit nothing")
+
+    def run_calibrate(args: argparse.Namespace) -> int:
+        import functools
+        import os
+
+        from .calibrate import run_calibration_collection
+
+        if not args.collect_only:
+            raise ValueError("calibrate: fitting is not implemented yet; pass --collect-only to collect the labels")
+        if args.workers is not None and args.workers < 1:
+            raise ValueError(f"--workers {args.workers}: must be at least 1")
+        workers = args.workers if args.workers is not None else max(1, (os.cpu_count() or 2) - 2)
+        compare = None if args.compare_model in (None, "", "none") else args.compare_model
+        stats = run_calibration_collection(
+            args.corpus, args.parts, args.minutes, args.base_model, args.hold_out_groups_of or [args.base_model],
+            compare, workers, prepare=functools.partial(_prepare_gpu, args.corpus, args.parts),
+            collect_fn=functools.partial(_collect_gpu, args.corpus, args.parts, workers))
+        print(json.dumps(stats))
+        return 0
+
+    c.set_defaults(func=run_calibrate)
+
+
+def _prepare_gpu(corpus: str, parts: str):
+    import torch
+
+    from predictor.device import DeviceInfo
+
+    from .bulk import prepare_run
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("calibrate needs a CUDA GPU and none is visible (torch.cuda.is_available() is False)")
+    return DeviceInfo.from_metadata(prepare_run(corpus, parts, "default", True, 10))
+
+
+def _collect_gpu(corpus: str, parts: str, workers: int, order, should_stop, on_problem):
+    from .bulk import collect
+
+    return collect(corpus, parts, space="default", gpus="0", reps=10, tma=True, precompile_workers=workers,
+                   order=order, should_stop=should_stop, on_problem=on_problem, part_every=10)

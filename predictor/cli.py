@@ -158,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     except ModuleNotFoundError:
         p = sub.add_parser("collect", help="(needs the collectors package from the repository)")
         p.set_defaults(func=lambda args: _fail("collect needs the 'collectors' package: run from a repository checkout"))
+        p = sub.add_parser("calibrate", help="(needs the collectors package from the repository)")
+        p.set_defaults(func=lambda args: _fail("calibrate needs the 'collectors' package: run from a repository checkout"))
     return parser
 
 
