@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -65,11 +66,18 @@ def _run(python: Path | str, cwd: Path, env: dict[str, str]) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+# Not copied to the build: an in-tree build reuses ./build, whose stale files (a module since moved) would ride
+# along, and the datasets are no package data.
+_NOT_SOURCE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", "reports",
+                                     "datasets", "*.whl")
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     pytest.importorskip("setuptools", minversion="68")
-    dist = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+    source, dist = tmp_path_factory.mktemp("source") / "repo", tmp_path_factory.mktemp("dist")
+    shutil.copytree(ROOT, source, ignore=_NOT_SOURCE)
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
                            "--no-index", "-q", "-w", str(dist)], capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (built,) = dist.glob("gemm_predictor-*.whl")
@@ -84,6 +92,8 @@ def test_wheel_carries_the_models_and_not_the_datasets(wheel: Path) -> None:
         packaged = {n.rsplit("/", 1)[-1] for n in names if n.startswith(f"predictor/models/{name}/")}
         assert MODEL_FILES <= packaged and packaged & {"model.lgbm.txt", "model.json"}, (name, packaged)
     assert not [n for n in names if n.startswith("datasets/") or n.endswith(".parquet")]
+    modules = [n for n in names if n.endswith(".py")]
+    assert "predictor/hook.py" in modules and [n for n in modules if not (ROOT / n).is_file()] == []
     assert wheel.stat().st_size < MAX_WHEEL_BYTES, f"wheel is {wheel.stat().st_size / 2**20:.1f} MiB"
 
 
