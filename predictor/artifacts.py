@@ -183,6 +183,7 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
     "name": (str,), "space": (str,), "split_seed": (int,), "test_fraction": _NUMBER, "refit_all": (bool,),
     "dataset_sha256": (str, type(None)), "dataset": (dict,), "datasets": (list,), "split": (dict,),
     "pruning": (dict, type(None)), "problem_ranges": (dict,), "metrics": (dict,), "libraries": (dict,),
+    "torch_version": (str,), "space_fingerprint": (str, type(None)),
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true/false", dict: "an object",
                list: "a list", type(None): "null"}
@@ -302,6 +303,9 @@ def load_runtime_model(folder: str | Path, expect_device: DeviceInfo | None = No
     per GEMM (22 ms per GEMM on one CPU thread against numpy's 37 ms; worth its import from ~40 such GEMMs)."""
     folder = Path(folder)
     meta, spec = _checked_metadata(folder, expect_device)
+    from .spaces.configs import warn_if_space_changed  # reads the installed torch's lists: the hook's loader only
+
+    warn_if_space_changed(meta, str(folder))
     name = spec.get("name")
     if meta.get("model_file") != LGBM_FILE or name not in TEXT_FOREST_SIGNS or (
             prefer_lightgbm and _lightgbm_importable()):
@@ -373,6 +377,9 @@ def model_card(meta: dict[str, Any]) -> str:
         f"- dataset `{dataset.get('path')}` (sha256 `{str(dataset.get('sha256'))[:16]}...`): "
         f"{dataset.get('problems', '?')} problems, {dataset.get('rows', '?')} rows, collectors {dataset.get('collectors', '?')}",
         f"- measured with torch {dataset.get('torch', '?')}, triton {dataset.get('triton', '?')}",
+        *([f"- Inductor config lists of torch {meta.get('torch_version')} (space fingerprint "
+           f"`{meta.get('space_fingerprint')}`; the hook warns when the installed torch's differ)"]
+          if "space_fingerprint" in meta else []),
         (f"- split by problem group, the {len(split.get('test_groups') or [])} held-out groups of an earlier model "
          f"(`train --holdout-from`): {split.get('train_problems', '?')} train / {split.get('test_problems', '?')} "
          "held-out problems"

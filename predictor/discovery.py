@@ -1,12 +1,15 @@
 """Which model folder the hook uses for this GPU: ``$GEMM_PREDICTOR_MODELS``, then the package's own models.
 
-Runtime code: reads metadata only (no model is parsed here).
+The shipped models are the checkout's top-level ``models/`` folder; a wheel carries them as the package data
+``predictor/models`` (``setup.py``), found through ``importlib.resources``. Runtime code: reads metadata only
+(no model is parsed here).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 
 from .artifacts import METADATA_FILE, ModelError, read_metadata
@@ -22,7 +25,18 @@ def model_roots() -> list[Path]:
     folder holds (a download, another user's checkout), and a model is a file we act on; pass
     ``install(model=path)`` or set ``$GEMM_PREDICTOR_MODELS`` to use models from anywhere else."""
     extra = [Path(p) for p in os.environ.get(MODELS_ENV, "").split(os.pathsep) if p]
-    return [*extra, Path(__file__).resolve().parents[1] / "models"]
+    return [*extra, *shipped_roots()]
+
+
+def shipped_roots() -> list[Path]:
+    """The shipped models: ``predictor/models`` of an installed wheel, else the ``models/`` folder of the
+    checkout this package runs from (recognised by its ``pyproject.toml``, so an installed package never
+    looks at whatever ``models`` folder sits beside it in site-packages)."""
+    packaged = resources.files(__package__).joinpath("models")
+    if isinstance(packaged, Path) and packaged.is_dir():  # a zipped package cannot be globbed: not supported
+        return [packaged]
+    checkout = Path(__file__).resolve().parents[1]
+    return [checkout / "models"] if (checkout / "pyproject.toml").is_file() else []
 
 
 def find_model(device: DeviceInfo, space: str = "default", roots: Sequence[Path] | None = None,

@@ -22,6 +22,7 @@ from .metrics import KS, RANDOM, per_problem_fraction, random_expectation, summa
 from .policy import problem_kind
 from .rankers import BASELINES, RANKERS, make_ranker
 from .schema import file_sha256, read_dataset, select_space
+from .spaces.configs import space_metadata
 from .split import groups_of, split_by_group, split_by_named_groups
 
 log = logging.getLogger(__name__)
@@ -244,6 +245,8 @@ def _fit_and_save(datasets: list[Path], ranker: str, out: Path, seed: int, space
         "metrics": {"train": training, "heldout": heldout, "definition": "predictor.evaluate (DESIGN.md, Ranking and metrics)"},
         "train_seconds": round(time.perf_counter() - started, 3),
         "device": device.to_dict(),
+        # the Inductor config lists the data was collected with: the hook warns when the installed torch's differ
+        **space_metadata(meta.get("torch")),
     }
     metadata["dataset_sha256"] = metadata["dataset"]["sha256"]
     save_model(model, out, metadata)

@@ -14,6 +14,7 @@ from predictor.device import DeviceInfo
 from predictor.features import FEATURE_NAMES
 from predictor.rankers import make_ranker
 from predictor.schema import write_dataset
+from predictor.spaces import FROZEN
 from predictor.train import train
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
@@ -132,6 +133,8 @@ def test_train_end_to_end(tmp_path):
     meta = train(dataset, "lgbm", tmp_path / "models" / "lgbm", params={"n_estimators": 15}, progress=False)
     assert meta["ranker"]["name"] == "lgbm_rank" and meta["refit_all"] is False
     assert meta["dataset"]["sha256"] and meta["dataset"]["problems"] == 80
+    # the space the data was collected in: the dataset's torch and its config lists' fingerprint
+    assert (meta["torch_version"], meta["space_fingerprint"]) == ("2.11.0", FROZEN["2.11"].fingerprint)
     heldout = meta["metrics"]["heldout"]
     assert {"lgbm_rank", "random", "roofline", "inductor_order", "aten_only"} <= set(heldout)
     assert all(f"{m}@{k}" in heldout["lgbm_rank"] for m in ("oracle", "p5", "hit") for k in (1, 2, 3, 5, 8, 10))

@@ -30,6 +30,7 @@ from predictor.spaces import (
 DATA = Path(__file__).parent / "data" / "inductor_choices_h200_torch211.json"
 RECORDING = json.loads(DATA.read_text())
 INFO = RECORDING["info"]
+RECORDED_WITH = "2.11"  # the recording's torch: replays use that release's config lists, whatever torch runs them
 H200 = DeviceInfo(gpu="NVIDIA H200", cc="9.0", sm_count=INFO["sms"], smem_per_block=INFO["smem_optin"],
                   l2_bytes=INFO["l2"], mem_bandwidth_gbs=4800.0)
 STATIC_CASES = [c for c in RECORDING["cases"] if "error" not in c and not c.get("hints")]
@@ -76,7 +77,8 @@ def _recorded_keys(choices: list[dict]) -> list[str]:
 def test_space_equals_inductor_list(case: dict) -> None:
     assert len(case["records"]) == 1, "one GEMM lowering per recorded case"
     expected = _recorded_keys(case["records"][0]["choices"])
-    got = [c.key for c in enumerate_space(_problem(case), case.get("space", "default"), H200, tma=case["tma"])]
+    got = [c.key for c in enumerate_space(_problem(case), case.get("space", "default"), H200, tma=case["tma"],
+                                          torch_version=RECORDED_WITH)]
     assert got == expected
 
 
@@ -128,9 +130,11 @@ def test_multi_kernel_hint_groups() -> None:
     assert set(groups) == {None, 64, 256, 4096}
     problem = Problem("mm", 300, HINTS_CASE["n"], HINTS_CASE["k"], "float16")
     # The probe left enable_persistent_tma_matmul at its default (off).
-    assert groups[None] == [c.key for c in enumerate_space(problem, "default", H200, tma=False)]
+    assert groups[None] == [c.key for c in enumerate_space(problem, "default", H200, tma=False,
+                                                           torch_version=RECORDED_WITH)]
     for hint in (64, 256, 4096):
-        got = [c.key for c in enumerate_space(problem, "default", H200, tma=False, hint=hint)]
+        got = [c.key for c in enumerate_space(problem, "default", H200, tma=False, hint=hint,
+                                              torch_version=RECORDED_WITH)]
         assert got[0] == "aten/mm"  # aten is listed once, with the None group
         assert groups[hint] == got[1:]
 

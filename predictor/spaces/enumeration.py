@@ -2,7 +2,9 @@
 
 The hook, the collectors and the ``inductor_order`` baseline all need the exact list (and order) that
 Inductor hands to ``InductorChoices._finalize_template_configs``. This module rebuilds it from the
-Problem alone, following torch 2.11 Inductor on CUDA with its default config apart from max-autotune:
+Problem alone, following Inductor on CUDA with its default config apart from max-autotune. The config lists
+come from the installed torch (or a frozen copy per release, ``predictor.spaces.configs``); the rules below
+follow torch 2.11, and torch 2.13's source keeps them (read, not yet run on a GPU):
 
 * ``kernel/mm.py`` ``tuned_mm`` / ``tuned_addmm`` / ``tuned_int_mm`` and ``kernel/bmm.py`` ``tuned_bmm``
   decide which templates are offered, in this order: aten op(s), decompose-K, ``triton::mm``
@@ -18,7 +20,8 @@ Problem alone, following torch 2.11 Inductor on CUDA with its default config apa
   ``get_k_splits``.
 
 Checked list-for-list against the lists Inductor 2.11 built on an H200
-(``tests/data/inductor_choices_h200_torch211.json``, see ``tests/test_spaces.py``).
+(``tests/data/inductor_choices_h200_torch211.json``, see ``tests/test_spaces.py``, with torch 2.11's lists);
+no recording from 2.13 on a GPU exists yet (``tests/test_gpu_spaces.py`` checks the installed torch on one).
 
 What is *upstream* of this module and not modelled: Inductor may rewrite the GEMM before lowering it.
 ``pad_mm`` pads unaligned M/N/K when its benchmark says so (seen: 4096x50257x768 fp16 became N=50264,
@@ -30,7 +33,6 @@ lowers it (the hook sees exactly that).
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import math
 from collections.abc import Iterable
@@ -38,9 +40,13 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from .candidate import CANDIDATE_FIELDS, Candidate
-from .device import DeviceInfo
-from .problem import PROBLEM_FIELDS, Problem
+from ..candidate import CANDIDATE_FIELDS, Candidate
+from ..device import DeviceInfo
+from ..problem import PROBLEM_FIELDS, Problem
+from .configs import Config, configs_for
+
+if TYPE_CHECKING:  # pandas only for space_frame (collectors, baselines): the hook imports this module
+    import pandas as pd
 
 if TYPE_CHECKING:  # space_frame imports it: the hook's settings read SPACES and must not pay for pandas
     import pandas as pd
@@ -49,36 +55,9 @@ log = logging.getLogger(__name__)
 
 SPACES = ("default", "exhaustive")
 
-# (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps); GROUP_M is 8 for every GEMM config in 2.11.
-Config = tuple[int, int, int, int, int]
+# Candidates carry GROUP_M 8: every CUDA GEMM config of the releases in configs.FROZEN has it, and
+# configs.read_installed refuses (-> frozen fallback) a torch whose lists hold another.
 GROUP_M = 8
-
-# BaseConfigHeuristic.mm_configs (CUDA uses the base list unchanged).
-MM_CONFIGS: tuple[Config, ...] = (
-    (32, 32, 16, 1, 2), (32, 32, 128, 2, 4), (32, 64, 32, 5, 8), (64, 32, 32, 5, 8), (64, 32, 128, 5, 4),
-    (64, 64, 16, 2, 4), (64, 64, 32, 2, 4), (64, 64, 64, 3, 8), (64, 64, 128, 5, 4), (64, 128, 32, 3, 4),
-    (64, 128, 32, 4, 8), (64, 128, 64, 3, 4), (64, 128, 128, 4, 4), (128, 64, 32, 3, 4), (128, 64, 32, 4, 8),
-    (128, 128, 32, 2, 8), (128, 128, 32, 3, 4), (128, 128, 64, 3, 4), (128, 128, 64, 5, 8), (128, 128, 128, 4, 8),
-)
-# BaseConfigHeuristic.int8_mm_configs; CUDAInt8MMTemplateConfigHeuristic uses them for EXHAUSTIVE too.
-INT8_MM_CONFIGS: tuple[Config, ...] = (
-    (64, 64, 32, 2, 4), (64, 128, 32, 3, 4), (128, 64, 32, 3, 4), (64, 128, 32, 4, 8), (128, 64, 32, 4, 8),
-    (64, 32, 32, 5, 8), (32, 64, 32, 5, 8), (128, 128, 32, 2, 8), (64, 64, 64, 3, 8), (128, 256, 128, 3, 8),
-    (256, 128, 128, 3, 8),
-)
-# BaseConfigHeuristic.persistent_mm_configs (CUDAPersistentTMATemplateConfigHeuristic, DEFAULT space).
-PERSISTENT_MM_CONFIGS: tuple[Config, ...] = (
-    (128, 256, 64, 3, 8), (128, 128, 64, 3, 8), (128, 128, 128, 3, 8), (128, 128, 128, 3, 4),
-    (128, 128, 64, 4, 8), (128, 128, 64, 5, 8), (256, 128, 64, 4, 8), (128, 128, 64, 5, 4),
-)
-# BaseConfigHeuristic.exhaustive_configs: used by triton::mm, triton::bmm and (not overridden there)
-# the persistent TMA template when max_autotune_gemm_search_space == "EXHAUSTIVE".
-EXHAUSTIVE_CONFIGS: tuple[Config, ...] = tuple(
-    (bm, bn, bk, stages, warps)
-    for bm, bn, bk in itertools.product((16, 32, 64, 128, 256), repeat=3)
-    for stages in (1, 2, 3, 4, 5)
-    for warps in (2, 4, 8)
-)
 
 # Inductor constants (torch/_inductor/utils.py, config.py, template_heuristics/triton.py), named so
 # each rule below reads like the source it mirrors.
@@ -260,8 +239,8 @@ def _aten(op: str) -> Candidate:
 
 def enumerate_space(problem: Problem, space: str = "default", device: Optional[DeviceInfo] = None,
                     tma: bool = True, hint: Optional[int] = None, *,
-                    prune_shared_mem: bool = False) -> list[Candidate]:
-    """The candidates Inductor 2.11 max-autotune offers for ``problem`` on ``device``, in its order.
+                    prune_shared_mem: bool = False, torch_version: Optional[str] = None) -> list[Candidate]:
+    """The candidates Inductor max-autotune offers for ``problem`` on ``device``, in its order.
 
     ``space``: ``default`` or ``exhaustive`` (``max_autotune_gemm_search_space``).
     ``tma``: ``config.triton.enable_persistent_tma_matmul``; TMA configs appear only where Inductor
@@ -273,6 +252,8 @@ def enumerate_space(problem: Problem, space: str = "default", device: Optional[D
     ``prune_shared_mem``: ``config.max_autotune_prune_choices_based_on_shared_mem`` (off by default
     in 2.11, so Inductor offers configs that exceed the device's shared memory); when on, the limit is
     ``device.smem_per_block``.
+    ``torch_version``: whose config lists (``"2.11"``: the frozen copy, e.g. to replay a recording made with
+    it); None: the installed torch's.
     """
     _check_space(space)
     if device is None:
@@ -287,7 +268,9 @@ def enumerate_space(problem: Problem, space: str = "default", device: Optional[D
     smem_limit = device.smem_per_block if prune_shared_mem else 0
     triton = use_triton_templates(problem, device)
     common = dict(exhaustive=exhaustive, smem_limit=smem_limit, dtype_bytes=problem.dtype_bytes)
-    base = EXHAUSTIVE_CONFIGS if exhaustive else MM_CONFIGS
+    lists = configs_for(torch_version)
+    base = lists.exhaustive if exhaustive else lists.mm
+    tma_base = lists.exhaustive if exhaustive else lists.persistent_mm
 
     out: list[Candidate] = []
     if op == "mm":
@@ -301,12 +284,12 @@ def enumerate_space(problem: Problem, space: str = "default", device: Optional[D
             out.extend(Candidate("decompose_k", k_split=s) for s in k_splits(m, n, k, exhaustive))
         # Triton templates are skipped when K >= 64*max(M, N). tuned_mm means to keep them for
         # EXHAUSTIVE but compares the config to "exhaustive" while it holds "EXHAUSTIVE", so in 2.11
-        # they are skipped in both spaces; we reproduce that.
+        # (and still in 2.13) they are skipped in both spaces; we reproduce that.
         if dynamic or not use_decompose_k(m, n, k, threshold_multiple=2):
             out.extend(_triton_candidates("triton_mm", base, m, n, k, int8=False, tma=False,
                                           conversion_bytes=0, **common))
             if use_tma_template(problem, device, tma, dynamic):
-                out.extend(_triton_candidates("triton_tma", EXHAUSTIVE_CONFIGS if exhaustive else PERSISTENT_MM_CONFIGS,
+                out.extend(_triton_candidates("triton_tma", tma_base,
                                               m, n, k, int8=False, tma=True,
                                               conversion_bytes=problem.dtype_bytes, **common))
         return out
@@ -322,7 +305,7 @@ def enumerate_space(problem: Problem, space: str = "default", device: Optional[D
                                           conversion_bytes=0, **common))
             if use_tma_template(problem, device, tma, dynamic):
                 # addmm converts the epilogue layout in the fp32 accumulator type (4 bytes)
-                out.extend(_triton_candidates("triton_tma", EXHAUSTIVE_CONFIGS if exhaustive else PERSISTENT_MM_CONFIGS,
+                out.extend(_triton_candidates("triton_tma", tma_base,
                                               m, n, k, int8=False, tma=True, conversion_bytes=4, **common))
         return out
 
@@ -340,7 +323,7 @@ def enumerate_space(problem: Problem, space: str = "default", device: Optional[D
             raise ValueError(f"int_mm always produces int32; got out_dtype {problem.out_dtype}")
         out.append(_aten("_int_mm"))
         if triton:
-            out.extend(_triton_candidates("triton_mm", INT8_MM_CONFIGS, m, n, k, int8=True, tma=False,
+            out.extend(_triton_candidates("triton_mm", lists.int8_mm, m, n, k, int8=True, tma=False,
                                           conversion_bytes=0, **common))
         return out
 
@@ -356,7 +339,7 @@ _CANDIDATE_COLUMNS = CANDIDATE_FIELDS + ("candidate",)
 
 
 def space_frame(problems: Iterable[Problem], space: str = "default", device: Optional[DeviceInfo] = None,
-                tma: bool = True, hint: Optional[int] = None) -> pd.DataFrame:
+                tma: bool = True, hint: Optional[int] = None, torch_version: Optional[str] = None) -> pd.DataFrame:
     """One row per problem x candidate: problem fields (+ ``problem_id``), candidate fields
     (+ ``candidate`` key) and ``inductor_rank`` (position in Inductor's list, 0 = first).
 
@@ -371,7 +354,7 @@ def space_frame(problems: Iterable[Problem], space: str = "default", device: Opt
     cidx: list[int] = []
     counts: list[int] = []
     for p in problems:
-        cands = enumerate_space(p, space, device, tma, hint)
+        cands = enumerate_space(p, space, device, tma, hint, torch_version=torch_version)
         problem_rows.append(tuple(getattr(p, f) for f in PROBLEM_FIELDS) + (p.problem_id,))
         cidx.extend([candidate_ids.setdefault(c, len(candidate_ids)) for c in cands])
         counts.append(len(cands))

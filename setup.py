@@ -1,0 +1,16 @@
+"""Package layout that pyproject.toml cannot express: the shipped models ride in the wheel as ``predictor/models``.
+
+The models stay in the top-level ``models/`` folder (the training CLI writes there; docs and tests name that path),
+and ``packages.find`` cannot add a package mapped from another folder, so the package list lives here.
+``predictor.discovery`` finds them through ``importlib.resources`` once installed. ``datasets/`` is no package
+and never enters the wheel.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    packages=[*find_packages(include=["predictor*", "collectors*"]), "predictor.models"],
+    package_dir={"predictor.models": "models"},
+    # the three files a model folder holds (predictor.artifacts); nothing else a models/ folder may gather
+    package_data={"predictor.models": ["*/metadata.json", "*/MODEL_CARD.md", "*/model.lgbm.txt", "*/model.json"]},
+)
