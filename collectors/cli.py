@@ -98,6 +98,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="never collect the problem groups this model held out (repeatable; default: --base-model)")
     c.add_argument("--workers", type=int, default=None, help="precompile processes (default: cores - 2)")
     c.add_argument("--collect-only", action="store_true", help="collect within the budget, fit nothing")
+    c.add_argument("--fit-only", action="store_true", help="fit from the labels already in --parts, collect nothing")
+    c.add_argument("--out", default=None, help="model folder to write, e.g. models/h100-default-lgbm")
+    c.add_argument("--until-minutes", type=float, default=None,
+                   help="fit on the problems labelled within this many calibration minutes (default: all)")
+    c.add_argument("--method", default="union", choices=("union", "new-only"),
+                   help="union: base GPU's training rows + this GPU's (default); new-only: this GPU's alone")
 
     def run_calibrate(args: argparse.Namespace) -> int:
         import functools
@@ -105,17 +111,29 @@ def register(sub: argparse._SubParsersAction) -> None:
 
         from .calibrate import run_calibration_collection
 
-        if not args.collect_only:
-            raise ValueError("calibrate: fitting is not implemented yet; pass --collect-only to collect the labels")
+        if args.collect_only and args.fit_only:
+            raise ValueError("calibrate: --collect-only and --fit-only exclude each other")
+        if not args.collect_only and not args.out:
+            raise ValueError("calibrate: --out MODEL_FOLDER is needed to fit (or pass --collect-only)")
+        if args.out:  # refuse a bad output folder before any GPU work, not after it
+            from predictor.atomic import MODEL, check_output_folder
+
+            check_output_folder(args.out, MODEL)
         if args.workers is not None and args.workers < 1:
             raise ValueError(f"--workers {args.workers}: must be at least 1")
         workers = args.workers if args.workers is not None else max(1, (os.cpu_count() or 2) - 2)
         compare = None if args.compare_model in (None, "", "none") else args.compare_model
-        stats = run_calibration_collection(
-            args.corpus, args.parts, args.minutes, args.base_model, args.hold_out_groups_of or [args.base_model],
-            compare, workers, prepare=functools.partial(_prepare_gpu, args.corpus, args.parts),
-            collect_fn=functools.partial(_collect_gpu, args.corpus, args.parts, workers))
-        print(json.dumps(stats))
+        if not args.fit_only:
+            stats = run_calibration_collection(
+                args.corpus, args.parts, args.minutes, args.base_model, args.hold_out_groups_of or [args.base_model],
+                compare, workers, prepare=functools.partial(_prepare_gpu, args.corpus, args.parts),
+                collect_fn=functools.partial(_collect_gpu, args.corpus, args.parts, workers))
+            print(json.dumps(stats))
+        if args.out:
+            from predictor.calibrate_fit import calibrate_fit
+
+            meta = calibrate_fit(args.parts, args.out, args.base_model, args.until_minutes, args.method)
+            print(json.dumps({"model": args.out, **meta["calibration"]}))
         return 0
 
     c.set_defaults(func=run_calibrate)
