@@ -111,3 +111,30 @@ def test_a_problem_that_cannot_be_set_up_is_skipped_not_written_and_retried_late
     assert collect_loop(todo, lambda p: CANDS, measure, PartWriter(out, "part-s0of1-g0", METADATA), ENV) == 5 * len(CANDS)
     left = select_problems(str(path), Shard(0, 1), str(out), None, None)
     assert list(left.m) == [18]  # not marked finished, so a later run tries it again
+
+
+def _array_task(tmp_path: Path, corpus_path: Path, index: int, count: int, kill_after: int | None = None) -> int:
+    """One Slurm array task as docs/FLEET.md runs it: ``--shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT`` into
+    the one shared parts folder (part names carry the shard, so tasks never write the same file)."""
+    out = tmp_path / "parts"
+    todo = select_problems(str(corpus_path), Shard(index, count), str(out), None, None)
+    writer = PartWriter(out, f"part-s{index}of{count}-g0", METADATA, every=3)
+    return collect_loop(todo, lambda p: CANDS, fake_measure(kill_after), writer, ENV)
+
+
+def test_a_job_array_over_shards_merges_into_the_single_machine_dataset(tmp_path):
+    path = corpus(tmp_path, n=31)
+    with pytest.raises(Killed):  # task 1 is preempted part-way; Slurm requeues it
+        _array_task(tmp_path, path, 1, 4, kill_after=4)
+    for index in range(4):
+        _array_task(tmp_path, path, index, 4)
+    fleet = merge_parts(tmp_path / "parts", tmp_path / "fleet.parquet")
+    single_dir = tmp_path / "single"
+    single_dir.mkdir()
+    single = run(single_dir, path)
+    assert single == 31 * len(CANDS)  # rows written
+    alone = merge_parts(single_dir / "parts", tmp_path / "single.parquet")
+    key = ["problem_id", "candidate"]
+    assert not fleet.duplicated(key).any() and fleet.problem_id.nunique() == 31
+    pd.testing.assert_frame_equal(fleet.sort_values(key).reset_index(drop=True)[alone.columns],
+                                  alone.sort_values(key).reset_index(drop=True))
