@@ -164,3 +164,45 @@ def test_bad_arguments_fail_before_any_work(setup, tmp_path):
     with pytest.raises(ValueError, match="test_groups"):
         run_calibration_collection(str(corpus), str(tmp_path / "p"), 1.0, base, [nogroups], None, 4,
                                    prepare=lambda: DEV, collect_fn=None)
+
+
+def test_fit_takes_the_prefix_labelled_in_time_and_makes_a_model_for_the_new_gpu(setup, tmp_path, monkeypatch):
+    """calibrate's fit: the new GPU's rows labelled within --until-minutes plus the base GPU's training rows (its
+    held-out groups left out), saved as a model folder naming the new GPU that the runtime loader accepts."""
+    from predictor import calibrate_fit
+    from predictor.artifacts import load_runtime_model
+    from synthetic import synthetic_dataset
+
+    corpus, base = setup
+    parts, clock = tmp_path / "parts", FakeClock()
+    calibrate(corpus, base, parts, clock, minutes=2.0, per_problem=10.0)  # 12 problems, one per 10 s
+    base_rows = synthetic_dataset(40, groups=4)
+    held = base_rows["problem_id"].str[0].isin(list("0123"))  # whole problems of a group the base model held out
+    base_rows = base_rows.assign(family_tag=base_rows["family_tag"].where(~held, "llm:beta:x:fwd"))
+    monkeypatch.setattr(calibrate_fit, "base_training_rows", lambda model: (
+        base_rows[~base_rows["family_tag"].str.startswith("llm:beta")], DeviceInfo.from_metadata(METADATA), ["llm:beta"]))
+    new_device = {**DEVICE, "gpu": "New GPU", "mem_bandwidth_gbs": 2000.0}
+    monkeypatch.setattr(calibrate_fit, "read_dataset", _relabel_gpu(new_device))
+    meta = calibrate_fit.calibrate_fit(parts, tmp_path / "models" / "new", base, minutes=1.0)
+    assert meta["device"]["gpu"] == "New GPU" and meta["device"]["mem_bandwidth_gbs"] == 2000.0
+    assert meta["calibration"]["new_problems"] == 6 and meta["calibration"]["labelled_seconds"] == pytest.approx(60.0)
+    assert meta["calibration"]["base_rows"] == int((~base_rows["family_tag"].str.startswith("llm:beta")).sum())
+    assert meta["split"]["test_groups"] == ["llm:beta"]
+    ranker, _ = load_runtime_model(tmp_path / "models" / "new")
+    assert ranker is not None
+    with pytest.raises(ValueError, match="method must be one of"):
+        calibrate_fit.fit_calibrated(base_rows, DeviceInfo.from_metadata(METADATA), method="finetune")
+    with pytest.raises(ValueError, match="needs the base GPU's rows"):
+        calibrate_fit.fit_calibrated(base_rows, DeviceInfo.from_metadata(METADATA), method="union")
+
+
+def _relabel_gpu(device: dict):
+    """read_dataset for the calibration parts, as if they had been measured on ``device``."""
+    from predictor.schema import read_dataset
+
+    def read(path):
+        rows = read_dataset(path)
+        rows.attrs["metadata"] = {**rows.attrs["metadata"], "gpu": device["gpu"], "device": device}
+        return rows
+
+    return read
