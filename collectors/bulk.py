@@ -24,7 +24,7 @@ import pandas as pd
 
 from predictor.candidate import Candidate
 from predictor.device import DeviceInfo
-from predictor.problem import PROBLEM_FIELDS, Problem, problem_from_row
+from predictor.problem import PROBLEM_FIELDS, SCALED_OPS, Problem, problem_from_row
 from predictor.schema import SCHEMA_VERSION, read_parquet
 
 from .store import PartWriter, finished_problem_ids
@@ -63,14 +63,19 @@ def load_problems(corpus: str | Path) -> pd.DataFrame:
     return df
 
 
-def select_problems(corpus: str, shard: Shard, out: str, query: str | None, limit: int | None) -> pd.DataFrame:
-    """The corpus rows this worker still has to do: its shard, the filter, minus finished problems."""
+def select_problems(corpus: str, shard: Shard, out: str, query: str | None, limit: int | None,
+                    scaled_ok: bool = False) -> pd.DataFrame:
+    """The corpus rows this worker still has to do: its shard, the filter, minus finished problems. fp8 problems
+    only with ``scaled_ok`` (the Inductor collector): the bulk kernels have no scaling epilogue."""
     problems = load_problems(corpus)
     if query:
         try:
             problems = problems.query(query)
         except Exception as exc:
             raise ValueError(f"--filter {query!r}: {exc}") from None
+    if not scaled_ok and problems["op"].isin(SCALED_OPS).any():  # refuse rather than label them compile_error
+        raise ValueError(f"{corpus}: fp8 scaled_mm problems selected; the bulk collector cannot time Triton scaled-mm "
+                         "templates (use collect-inductor, or --filter \"op == 'int_mm'\")")
     problems = problems[shard.select(problems["problem_id"])]
     problems = problems[~problems["problem_id"].isin(finished_problem_ids(out))]
     return problems.head(limit) if limit is not None else problems

@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from predictor.problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
+from predictor.problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem, default_out_dtype
 from predictor.schema import DatasetError, read_parquet, write_parquet
 from predictor.split import problem_group
 
@@ -93,7 +93,7 @@ def alignment(b: int, m: int, n: int, k: int, dtype: str, layout_a: str, layout_
     """``align`` for contiguous operands on 16-byte-aligned bases: the largest power of two <= 16 bytes
     dividing every stride (A, B and the output), as the collectors will allocate them."""
     size = DTYPE_BYTES[dtype]
-    out = DTYPE_BYTES["int32" if dtype == "int8" else dtype]
+    out = DTYPE_BYTES[default_out_dtype(dtype)]
     strides = [(k if layout_a == "row" else m, size), (n if layout_b == "row" else k, size), (n, out)]
     if b > 1:
         strides += [(m * k, size), (k * n, size), (m * n, out)]
@@ -103,7 +103,7 @@ def alignment(b: int, m: int, n: int, k: int, dtype: str, layout_a: str, layout_
 def within_budget(b: int, m: int, n: int, k: int, dtype: str) -> bool:
     """The cost bound every corpus problem obeys: m*n*k*b <= 2**37 and every operand <= 1 GiB."""
     size = DTYPE_BYTES[dtype]
-    out = DTYPE_BYTES["int32" if dtype == "int8" else dtype]
+    out = DTYPE_BYTES[default_out_dtype(dtype)]
     return (m * n * k * b <= MAX_MNKB and b * m * k * size <= MAX_OPERAND_BYTES
             and b * k * n * size <= MAX_OPERAND_BYTES and b * m * n * out <= MAX_OPERAND_BYTES)
 
@@ -361,9 +361,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m collectors.corpus", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="parquet file to write")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quantized", action="store_true",
+                        help="build the quantized corpus (int8 B col-major, fp8 scaled_mm; collectors.corpus_quant) "
+                             "instead of corpus v1; it takes no seed")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    df = build_corpus(args.seed)
+    if args.quantized:
+        from .corpus_quant import build_quant_corpus  # imports this module: not at the top
+
+        df = build_quant_corpus()
+    else:
+        df = build_corpus(args.seed)
     write_corpus(df, args.out, args.seed)
     print(f"{len(df)} problems, seed {args.seed}, corpus_sha256 {corpus_sha256(df)}")
     for name, counts in summary(df).items():

@@ -1,6 +1,6 @@
 """The Inductor-faithful collector: let max-autotune time every choice itself and record what it saw.
 
-For each problem we compile ``a @ b`` (or addmm/bmm/_int_mm) with ``mode="max-autotune-no-cudagraphs"`` and
+For each problem we compile ``a @ b`` (or addmm/bmm/_int_mm/_scaled_mm) with ``mode="max-autotune-no-cudagraphs"`` and
 fresh caches, and a feedback saver records every choice with two times: Inductor's own benchmark
 (``inductor_bench_us``) and the profiler's kernel-only re-timing (``time_us``, DESIGN: Inductor's benchmark
 overstates small aten GEMMs). The compile wall time goes to ``compile_s``. Rows use the bulk schema with
@@ -46,9 +46,15 @@ def _compiled_call(p: Problem, ops: Any):
     elif p.op == "addmm":
         fn = torch.addmm
         args = (ops.bias, ops.a, ops.b)
-    else:
+    elif p.op == "int_mm":
         fn = torch._int_mm
         args = (ops.a, ops.b)
+    else:  # fp8 scaled_mm, as torchao calls it (runners.FP8_FAST_ACCUM); Inductor lowers it with tuned_scaled_mm
+        from .runners import FP8_FAST_ACCUM
+
+        out_dtype = ops.out.dtype
+        fn = lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=out_dtype, use_fast_accum=FP8_FAST_ACCUM)
+        args = (ops.a, ops.b, ops.scale_a, ops.scale_b)
     return fn, args
 
 
@@ -179,7 +185,7 @@ def run_inductor_collection(corpus: str, out: str, query: str | None = None, lim
             raise RuntimeError(f"--backends {backends}: Inductor cannot import CUTLASS from "
                                f"{icfg.cutlass.cutlass_dir}; pass --cutlass-wheel nvidia_cutlass-*.whl")
     # --shard splits the problems by id, so one process per GPU (CUDA_VISIBLE_DEVICES) shares a list
-    problems = select_problems(corpus, Shard.parse(shard), out, query, None)
+    problems = select_problems(corpus, Shard.parse(shard), out, query, None, scaled_ok=True)
     if ids is not None:
         unknown = sorted(set(ids) - set(load_corpus(corpus).problem_id))
         if unknown:

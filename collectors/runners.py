@@ -9,14 +9,19 @@ import torch
 import triton
 
 from predictor.candidate import Candidate
-from predictor.problem import Problem
+from predictor.problem import SCALED_OPS, Problem
 
 from . import kernels
 
 TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-                "int8": torch.int8, "int32": torch.int32}
-# Relative Frobenius error allowed against an fp32 reference, by input dtype (DESIGN: tolerances by dtype).
-REL_TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-4, "int8": 0.0}
+                "int8": torch.int8, "int32": torch.int32, "float8_e4m3fn": torch.float8_e4m3fn,
+                "float8_e5m2": torch.float8_e5m2}
+# Relative Frobenius error allowed against an fp32 reference, by input dtype (DESIGN: tolerances by dtype). fp8: the
+# reference multiplies the same fp8 values exactly, so what remains is the bf16 output and fast accumulation.
+REL_TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-4, "int8": 0.0, "float8_e4m3fn": 2e-2,
+                 "float8_e5m2": 2e-2}
+# torchao's fp8 inference (Float8DynamicActivationFloat8WeightConfig) calls _scaled_mm with use_fast_accum=True
+FP8_FAST_ACCUM = True
 
 
 @dataclass
@@ -26,6 +31,8 @@ class Operands:
     bias: torch.Tensor | None
     out: torch.Tensor
     reference: torch.Tensor  # fp32 (or int32) result of torch.matmul on the same inputs
+    scale_a: torch.Tensor | None = None  # fp8 scaled_mm: fp32 scales, (1, 1) tensorwise or (M, 1) rowwise
+    scale_b: torch.Tensor | None = None  # (1, 1) or (1, N)
 
 
 def make_operands(p: Problem, device: torch.device, seed: int = 0) -> Operands:
@@ -43,6 +50,8 @@ def make_operands(p: Problem, device: torch.device, seed: int = 0) -> Operands:
             t = (torch.randn(shape, device=device, dtype=torch.float32, generator=gen) / (p.k ** 0.25)).to(dtype)
         return t.transpose(-1, -2) if layout == "col" else t
 
+    if p.op in SCALED_OPS:
+        return _scaled_operands(p, device, gen)
     a = operand(p.m, p.k, p.layout_a)
     b = operand(p.k, p.n, p.layout_b)
     bias = torch.randn(p.n, device=device, dtype=torch.float32, generator=gen).to(dtype) if p.op == "addmm" else None
@@ -58,6 +67,28 @@ def make_operands(p: Problem, device: torch.device, seed: int = 0) -> Operands:
     return Operands(a, b, bias, out, reference)
 
 
+def _scaled_operands(p: Problem, device: torch.device, gen: torch.Generator) -> Operands:
+    """fp8 operands quantised as torchao does (amax / fp8 max per tensor or per row of A / column of B), B the
+    transpose of a contiguous (N, K) weight (``_scaled_mm`` needs B column-major); the reference multiplies the
+    dequantised fp8 values in fp32."""
+    if p.layout_a != "row" or p.layout_b != "col":
+        raise ValueError(f"{p.op} needs A row-major and B column-major, got {p.layout_a}/{p.layout_b}")
+    fp8 = TORCH_DTYPES[p.dtype]
+    top = torch.finfo(fp8).max
+    x = torch.randn((p.m, p.k), device=device, dtype=torch.float32, generator=gen)
+    w = torch.randn((p.n, p.k), device=device, dtype=torch.float32, generator=gen)
+    rowwise = p.op == "scaled_mm_rowwise"
+    amax_x = x.abs().amax(dim=1, keepdim=True) if rowwise else x.abs().amax().reshape(1, 1)
+    amax_w = w.abs().amax(dim=1, keepdim=True) if rowwise else w.abs().amax().reshape(1, 1)
+    scale_a = (amax_x / top).clamp_min(1e-12)  # dequantisation scales, what _scaled_mm multiplies by
+    scale_b = (amax_w / top).clamp_min(1e-12).t().contiguous() if rowwise else (amax_w / top).clamp_min(1e-12)
+    a = (x / scale_a).to(fp8)
+    b = (w / scale_b.t()).to(fp8).t()  # (K, N), strides (1, K)
+    reference = (a.float() * scale_a) @ (b.float() * scale_b)
+    out = torch.empty((p.m, p.n), device=device, dtype=TORCH_DTYPES[p.out_dtype])
+    return Operands(a, b, None, out, reference, scale_a, scale_b)
+
+
 def relative_error(out: torch.Tensor, reference: torch.Tensor) -> float:
     diff = (out.float() - reference.float()).norm()
     return float(diff / reference.float().norm().clamp_min(1e-12))
@@ -67,6 +98,9 @@ def make_runner(p: Problem, c: Candidate, ops: Operands, num_sms: int) -> Callab
     """A zero-argument closure that writes the candidate's result into ``ops.out``."""
     if c.family == "aten":
         return _aten_runner(c.aten_op, ops)
+    if p.op in SCALED_OPS:
+        # the bulk kernels have no fp8 scaling epilogue; Inductor's own templates time them (collect-inductor)
+        raise NotImplementedError(f"{c.key}: no bulk kernel for Triton scaled-mm templates ({p.op})")
     if c.family == "decompose_k":
         return _decompose_k_runner(p, c, ops)
     if c.family == "triton_tma":
@@ -82,6 +116,9 @@ def _aten_runner(op: str, ops: Operands) -> Callable[[], None]:
         return lambda: torch.bmm(a, b, out=out)
     if op == "_int_mm":
         return lambda: torch._int_mm(a, b, out=out)
+    if op == "_scaled_mm":
+        sa, sb = ops.scale_a, ops.scale_b
+        return lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=out.dtype, use_fast_accum=FP8_FAST_ACCUM, out=out)
     if op == "bias_addmm":  # Inductor's bias_addmm: 1-D bias, cuBLASLt epilogue
         return lambda: torch.addmm(bias, a, b, out=out)
     if op == "addmm":  # Inductor's aten addmm: the bias expanded to (m, n)

@@ -23,6 +23,13 @@ TEMPLATE_FAMILY = {
     "triton::mm_persistent_tma": "triton_tma",
     "triton::mm_persistent": "triton_tma",
     "decompose_k": "decompose_k",
+    # fp8 _scaled_mm (the Problem's op says it is scaled): torch 2.13 offers the mm template with a scaling epilogue
+    # (uid triton::mm, above) and, on Hopper, a persistent device-TMA template that scales in its epilogue
+    # (tensorwise/rowwise); earlier releases named them scaled_mm / scaled_mm_device_tma. The main-loop-scaling
+    # template (blockwise 1x128/128x128 scales) is left unknown: no problem of ours has those scales.
+    "triton::scaled_mm": "triton_mm",
+    "triton::scaled_mm_device_tma": "triton_tma",
+    "triton::scaled_mm_device_tma_epilogue_scaling": "triton_tma",
 }
 
 
@@ -145,6 +152,7 @@ def from_choice_caller(name: str, description: str) -> Candidate:
         fields = {k: v.strip().strip("'") for k, v in _DESC_FIELD.findall(description or "")}
         if "BLOCK_M" not in fields:
             raise ValueError(f"Triton choice {name!r} has no block sizes in its description {description!r}")
+        # scaled-mm callers: triton_scaled_mm_device_tma_epilogue_scaling_<i> (TMA), triton_mm_<i> (epilogue)
         family = "triton_tma" if ("persistent" in name or "tma" in name) else "triton_mm"
         return Candidate(
             family,

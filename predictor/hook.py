@@ -36,9 +36,9 @@ from .device import DeviceInfo
 from .discovery import _this_gpu, find_model, model_roots
 from .features import ideal_time_us, ranker_rows, runtime_feature_matrix
 from .inductor_inputs import (_lowering_node, _operands_key, _symbolic_sizes, _tf32_enabled, output_feeds_pointwise,
-                              problem_from_inputs)
-from .policy import (aten_alone_if_small, decide_one, fallback_choices, keep_best,
-                     out_of_training_range, trusted_kind, with_aten_fallback, with_epilogue_templates)
+                              problem_from_inputs, scaled_op)
+from .policy import (EXPLICIT_KIND_OPS, aten_alone_if_small, decide_one, fallback_choices, keep_best,
+                     out_of_training_range, trusted_kind, untrained_kind, with_aten_fallback, with_epilogue_templates)
 from .problem import Problem
 from .settings import HookSettings
 from .split_addmm import SplitAddmm
@@ -49,8 +49,9 @@ log = logging.getLogger(__name__)
 # {"m": [1, 28672], "n": [9, 151936], "k": [128, 65536], "ops": ["mm", ...], "dtypes": [...]}.
 RANGES_KEY = "problem_ranges"
 PRUNING_KEY = "pruning"
-# Inductor's op_name -> Problem.op. Anything else (baddbmm, scaled_mm, "mm-ah", ...) is passed through.
-INDUCTOR_OPS = {"mm": "mm", "addmm": "addmm", "bmm": "bmm", "int_mm": "int_mm"}
+# Inductor's op_name -> Problem.op. Anything else (baddbmm, "mm-ah", ...) is passed through. scaled_mm's Problem.op
+# depends on its scales (inductor_inputs.scaled_op).
+INDUCTOR_OPS = {"mm": "mm", "addmm": "addmm", "bmm": "bmm", "int_mm": "int_mm", "scaled_mm": "scaled_mm"}
 # Inductor's max_autotune_gemm_search_space value for each of our spaces.
 SEARCH_SPACE = {"default": "DEFAULT", "exhaustive": "EXHAUSTIVE"}
 _STAT_KEYS = ("gemms_seen", "pruned", "passed_through", "kept_total", "considered_total", "overridden",
@@ -273,7 +274,8 @@ class GemmPruner:
 
     def stats(self) -> dict[str, Any]:
         """Counters since install: GEMMs seen, pruned or passed through, choices kept/considered, and
-        ``fallbacks`` by reason (no_model, not_cuda, unknown_op, unknown_template, out_of_distribution, tf32,
+        ``fallbacks`` by reason (no_model, not_cuda, unknown_op, untrained_kind, unknown_template, out_of_distribution,
+        tf32,
         low_confidence (widened, may still prune), error, empty, slow), ``overridden`` (benchmark picks replaced,
         ``override_gap``), and the filter's own time per GEMM (``filter_ms_median``, ``filter_ms_max``)."""
         with self._lock:
@@ -366,8 +368,14 @@ class GemmPruner:
         if s.device is None and getattr(kernel_inputs, "device_type", "cuda") != "cuda":
             raise _PassThrough("not_cuda", f"{op_name} on {kernel_inputs.device_type}", warn=False, keep_all=True)
         op = INDUCTOR_OPS.get(op_name)
+        if op == "scaled_mm":
+            op = scaled_op(kernel_inputs)
         if op is None:
             raise _PassThrough("unknown_op", f"unknown GEMM op {op_name!r}")
+        if op in EXPLICIT_KIND_OPS:  # checked before any choice is mapped: untrained, it gets the fallback
+            why = untrained_kind(self.metadata.get(RANGES_KEY), problem_from_inputs(kernel_inputs, op))
+            if why:
+                raise _PassThrough("untrained_kind", f"{op_name}: {why}")
         kwargs = [ktc.params.to_kwargs() for ktc in choices]
         try:
             cands = [from_template_kwargs(ktc.template.uid, kw) for ktc, kw in zip(choices, kwargs, strict=True)]

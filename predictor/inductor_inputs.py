@@ -102,6 +102,23 @@ def problem_from_inputs(kernel_inputs: Any, op: str) -> Problem:
                    align=min(_low_bit(abs(s)) for s in strides))
 
 
+def scaled_op(kernel_inputs: Any) -> str | None:
+    """Which of ``problem.SCALED_OPS`` an Inductor ``scaled_mm`` is, from its scale operands (inputs 2 and 3, as
+    ``tuned_scaled_mm`` orders them): every scale of one element -> tensorwise; A's (M, 1) and B's (1, N) ->
+    rowwise; anything else (blockwise, MX) -> None, a kind the hook does not know."""
+    try:
+        nodes = list(kernel_inputs.nodes())
+        (m, k), (_, n) = (_hints(x.get_size()) for x in nodes[:2])
+        size_a, size_b = (_hints(x.get_size()) for x in nodes[2:4])
+    except Exception:  # noqa: BLE001 -- unreadable inputs: an unknown kind, never a broken compile
+        return None
+    if all(d == 1 for d in size_a + size_b):
+        return "scaled_mm_tensorwise"
+    if size_a == (m, 1) and size_b == (1, n):
+        return "scaled_mm_rowwise"
+    return None
+
+
 # ops that only re-view a GEMM's output: an epilogue behind them still fuses into the template
 _VIEW_OP_NAMES = {"view", "_unsafe_view", "reshape", "permute", "t", "transpose", "expand", "squeeze", "unsqueeze",
                   "alias"}

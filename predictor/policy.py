@@ -150,6 +150,25 @@ def out_of_training_range(ranges: Any, problem: Any, sizes: bool = True) -> str 
     return None
 
 
+# Ops no model is trusted with until its metadata lists the problem's kind: fp8 came after the first models, whose
+# metadata may record no kinds at all ("trusted everywhere" below), and a guess on ~100 scaled-mm choices either
+# costs full max-autotune's compile (minutes) or runs an untrained pick.
+EXPLICIT_KIND_OPS = ("scaled_mm_tensorwise", "scaled_mm_rowwise")
+
+
+def untrained_kind(ranges: Any, problem: Any) -> str | None:
+    """Why the hook must not rank ``problem`` at all (the fallback, plain torch.compile's aten choice by default,
+    runs instead), or None: an op of ``EXPLICIT_KIND_OPS`` whose kind the model's ``problem_ranges.kinds`` does
+    not list."""
+    if problem.op not in EXPLICIT_KIND_OPS:
+        return None
+    kinds = ranges.get("kinds") if isinstance(ranges, dict) else None
+    kind = problem_kind(problem.op, problem.dtype, problem.layout_a, problem.layout_b)
+    if isinstance(kinds, list) and kind in kinds:
+        return None
+    return f"the model was not trained on {kind} GEMMs"
+
+
 def trusted_kind(ranges: Any, problem: Any) -> bool:
     """Whether a model was trained on this kind of problem (op, dtype, layouts; ``problem_ranges.kinds``): a Triton
     pick is only taken over cuBLAS for kinds it has labels for. Why: int8 labels are all B row-major, while real

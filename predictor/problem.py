@@ -5,10 +5,22 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass
 
-OPS = ("mm", "addmm", "bmm", "int_mm")
-DTYPES = ("float16", "bfloat16", "float32", "int8")
+# ``torch._scaled_mm`` (fp8) is one op to Inductor, but tensorwise and rowwise scales run different kernels
+# (cuBLASLt vs CUTLASS rowwise in aten; another epilogue in Triton), so the scale kind is part of the op: the
+# smallest change that keeps every existing problem_id and dataset column as it was.
+SCALED_OPS = ("scaled_mm_tensorwise", "scaled_mm_rowwise")
+OPS = ("mm", "addmm", "bmm", "int_mm", *SCALED_OPS)
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+DTYPES = ("float16", "bfloat16", "float32", "int8", *FP8_DTYPES)
 LAYOUTS = ("row", "col")
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "int32": 4}
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "int32": 4, "float8_e4m3fn": 1, "float8_e5m2": 1}
+# fp8 GEMMs write bf16 (what torchao and fp8 training ask _scaled_mm for); its own default, fp8 out, is rare
+FP8_DEFAULT_OUT = "bfloat16"
+
+
+def default_out_dtype(dtype: str) -> str:
+    """The output dtype a problem of input ``dtype`` has unless stated: int32 for int8, bf16 for fp8."""
+    return "int32" if dtype == "int8" else FP8_DEFAULT_OUT if dtype in FP8_DTYPES else dtype
 
 
 @dataclass(frozen=True)
@@ -46,8 +58,10 @@ class Problem:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; expected row or col")
         if (self.op == "int_mm") != (self.dtype == "int8"):
             raise ValueError(f"op {self.op} does not take dtype {self.dtype} (int8 goes with int_mm only)")
+        if (self.op in SCALED_OPS) != (self.dtype in FP8_DTYPES):
+            raise ValueError(f"op {self.op} does not take dtype {self.dtype} (fp8 goes with the scaled_mm ops only)")
         if not self.out_dtype:
-            object.__setattr__(self, "out_dtype", "int32" if self.dtype == "int8" else self.dtype)
+            object.__setattr__(self, "out_dtype", default_out_dtype(self.dtype))
         if self.op != "bmm" and self.b != 1:
             raise ValueError(f"op {self.op} has no batch dimension, got b={self.b}")
 

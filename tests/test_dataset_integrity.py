@@ -78,7 +78,8 @@ def test_flipped_bytes_in_every_shipped_dataset_are_detected(path, tmp_path):
             detected += 1
             continue
         assert got.equals(reference) and got.attrs["metadata"] == reference.attrs["metadata"], position
-    assert detected >= len(positions) - 1 >= 8
+    # >= 8 probes: the smallest shipped file (datasets/corpus/quant_v1.parquet, 28 KB, small dictionaries) has 8
+    assert detected >= len(positions) - 1 >= 7
     data = path.read_bytes()
     footer = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
     schema_copy = data.index(b"ARROW:schema", footer)  # the metadata and columns pyarrow reads back

@@ -39,12 +39,27 @@ class InductorConfigs:
     exhaustive: tuple[Config, ...]  # exhaustive_configs: every template but int8 in the EXHAUSTIVE space
     group_m: int = 8
     source: str = dataclasses.field(default="frozen", compare=False)  # or "installed torch"; not fingerprinted
+    # fp8 ``_scaled_mm``: scaled_mm_configs (triton::mm with the scaling epilogue) and scaled_persistent_mm_configs
+    # (the device-TMA scaled templates). None: not known for this release (spaces then refuses scaled_mm). Left out
+    # of ``fingerprint`` so models trained before scaled_mm existed keep theirs; a model trained on scaled_mm
+    # records ``scaled_fingerprint`` as well.
+    scaled_mm: tuple[Config, ...] | None = None
+    scaled_persistent_mm: tuple[Config, ...] | None = None
 
     @property
     def fingerprint(self) -> str:
         """``sha256:<16 hex>`` of the lists (order matters: it is Inductor's candidate order)."""
         doc = {"mm": self.mm, "int8_mm": self.int8_mm, "persistent_mm": self.persistent_mm,
                "exhaustive": self.exhaustive, "group_m": self.group_m}
+        digest = hashlib.sha256(json.dumps(doc, separators=(",", ":")).encode()).hexdigest()
+        return f"sha256:{digest[:16]}"
+
+    @property
+    def scaled_fingerprint(self) -> str | None:
+        """``sha256:<16 hex>`` of the fp8 scaled-mm lists, None where they are unknown."""
+        if self.scaled_mm is None or self.scaled_persistent_mm is None:
+            return None
+        doc = {"scaled_mm": self.scaled_mm, "scaled_persistent_mm": self.scaled_persistent_mm}
         digest = hashlib.sha256(json.dumps(doc, separators=(",", ":")).encode()).hexdigest()
         return f"sha256:{digest[:16]}"
 
@@ -75,10 +90,34 @@ _EXHAUSTIVE: tuple[Config, ...] = tuple(
     for warps in (2, 4, 8)
 )
 
+# torch 2.13's scaled_mm_configs: 17 hand-picked configs, a (BLOCK_M 16/32) x (BLOCK_N 32..256) x (BLOCK_K 32/64)
+# grid over stages 2..6 (warps 2 for BLOCK_N <= 64, else 4), then 8 more hand-picked ones.
+_SCALED_GRID: tuple[Config, ...] = tuple(
+    (bm, bn, bk, stages, 2 if bn <= 64 else 4)
+    for stages in (2, 3, 4, 5, 6) for bm in (16, 32) for bk in (32, 64) for bn in (32, 64, 128, 256)
+)
+_SCALED_MM_2_13: tuple[Config, ...] = (
+    (128, 256, 32, 3, 8), (256, 128, 32, 3, 8), (256, 64, 32, 4, 4), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4),
+    (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (128, 32, 32, 4, 4), (64, 32, 32, 5, 2), (256, 128, 128, 3, 8),
+    (256, 64, 128, 4, 4), (64, 256, 128, 4, 4), (128, 128, 128, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
+    (128, 32, 64, 4, 4), (64, 32, 64, 5, 2),
+) + _SCALED_GRID + (
+    (64, 16, 256, 5, 4), (64, 32, 256, 5, 4), (64, 128, 128, 2, 4), (64, 128, 128, 3, 4), (128, 128, 128, 2, 4),
+    (128, 256, 128, 4, 8), (256, 128, 128, 2, 4), (256, 128, 128, 2, 8),
+)
+_SCALED_PERSISTENT_MM_2_13: tuple[Config, ...] = (
+    (128, 128, 64, 3, 8), (128, 128, 128, 3, 8), (128, 128, 128, 4, 8), (128, 128, 128, 4, 4), (128, 128, 128, 3, 4),
+    (128, 128, 128, 5, 4), (128, 128, 128, 5, 8), (128, 128, 128, 6, 8), (128, 128, 64, 4, 8), (64, 32, 256, 5, 4),
+    (128, 256, 128, 3, 8), (64, 128, 256, 4, 4), (64, 256, 128, 4, 4),
+)
+
 FROZEN: dict[str, InductorConfigs] = {
+    # 2.11's scaled-mm lists were not transcribed (no 2.11 source here): on a GPU with torch 2.11 they are read
+    # from the installed torch, and tests/test_gpu_spaces.py checks them against live Inductor
     "2.11": InductorConfigs("2.11", _MM_2_11, _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE),
     # 2.13 appends 128x256x64 (4 stages, 8 warps) to mm_configs; the other lists are 2.11's
-    "2.13": InductorConfigs("2.13", _MM_2_11 + ((128, 256, 64, 4, 8),), _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE),
+    "2.13": InductorConfigs("2.13", _MM_2_11 + ((128, 256, 64, 4, 8),), _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE,
+                            scaled_mm=_SCALED_MM_2_13, scaled_persistent_mm=_SCALED_PERSISTENT_MM_2_13),
 }
 
 
@@ -137,9 +176,24 @@ def read_installed() -> InductorConfigs:
     exhaustive = _as_configs(mm.exhaustive_configs, "exhaustive_configs")
     if _as_configs(tma.exhaustive_configs, "TMA exhaustive_configs") != exhaustive:
         raise ValueError("the persistent TMA template has exhaustive configs of its own, which spaces does not model")
+    scaled = _scaled_lists(th)
     return InductorConfigs(release(torch.__version__), _as_configs(mm.mm_configs, "mm_configs"),
                            _as_configs(int8.mm_configs, "int8 mm_configs"),
-                           _as_configs(tma.mm_configs, "persistent_mm_configs"), exhaustive, source="installed torch")
+                           _as_configs(tma.mm_configs, "persistent_mm_configs"), exhaustive, source="installed torch",
+                           scaled_mm=scaled[0], scaled_persistent_mm=scaled[1])
+
+
+def _scaled_lists(th: Any) -> tuple[tuple[Config, ...] | None, tuple[Config, ...] | None]:
+    """The installed torch's fp8 scaled-mm lists, from the CUDA base heuristic that the scaled templates' heuristics
+    copy them from (``CUDAScaledMMTemplateConfigHeuristic.mm_configs = self.scaled_mm_configs``, 2.13); (None, None)
+    where this torch has no such lists, so the mm lists stay readable whatever happens to the scaled ones."""
+    try:
+        base = th.CUDAConfigHeuristic()
+        return (_as_configs(base.scaled_mm_configs, "scaled_mm_configs"),
+                _as_configs(base.scaled_persistent_mm_configs, "scaled_persistent_mm_configs"))
+    except (AttributeError, ValueError, TypeError) as exc:
+        log.warning("cannot read the installed torch's fp8 scaled-mm configs (%s); scaled_mm spaces are unavailable", exc)
+        return None, None
 
 
 @functools.lru_cache(maxsize=1)

@@ -42,11 +42,8 @@ import numpy as np
 
 from ..candidate import CANDIDATE_FIELDS, Candidate
 from ..device import DeviceInfo
-from ..problem import PROBLEM_FIELDS, Problem
+from ..problem import FP8_DTYPES, PROBLEM_FIELDS, SCALED_OPS, Problem
 from .configs import Config, configs_for
-
-if TYPE_CHECKING:  # pandas only for space_frame (collectors, baselines): the hook imports this module
-    import pandas as pd
 
 if TYPE_CHECKING:  # space_frame imports it: the hook's settings read SPACES and must not pay for pandas
     import pandas as pd
@@ -156,7 +153,8 @@ def _triton_candidates(family: str, base: tuple[Config, ...], m: int, n: int, k:
 
 def use_triton_templates(problem: Problem, device: DeviceInfo) -> bool:
     """utils.use_triton_template under max-autotune: supported output dtype and a big enough GPU."""
-    allowed = _TRITON_OUT_DTYPES + (("int32",) if problem.op == "int_mm" else ())
+    allowed = _TRITON_OUT_DTYPES + (("int32",) if problem.op == "int_mm" else ()) + (
+        FP8_DTYPES if problem.op in SCALED_OPS else ())  # use_triton_template(enable_int32 / enable_float8)
     return problem.out_dtype in allowed and device.sm_count >= MIN_SMS_FOR_TEMPLATES
 
 
@@ -189,7 +187,7 @@ def tma_compatible(problem: Problem, dynamic_m: bool = False) -> bool:
 
 def use_tma_template(problem: Problem, device: DeviceInfo, tma: bool, dynamic_m: bool = False) -> bool:
     """use_triton_tma_template: flag on, 2-D mm/addmm, TMA-capable device (cc >= 9.0), aligned operands."""
-    if not tma or problem.op not in ("mm", "addmm") or _cc_tuple(device) < (9, 0):
+    if not tma or problem.op not in ("mm", "addmm", *SCALED_OPS) or _cc_tuple(device) < (9, 0):
         return False
     if not tma_compatible(problem, dynamic_m):
         return False
@@ -318,7 +316,8 @@ def enumerate_space(problem: Problem, space: str = "default", device: Optional[D
 
     if op == "int_mm":
         # torch._int_mm itself needs M > 16 and K, N multiples of 8 on CUDA; Inductor lists the
-        # choices regardless, so we do too.
+        # choices regardless, so we do too. tuned_int_mm reads no strides (2.11 and 2.13), so B column-major
+        # (torchao's `_int_mm(x, w.t())`) gets the same list as B row-major.
         if problem.out_dtype != "int32":
             raise ValueError(f"int_mm always produces int32; got out_dtype {problem.out_dtype}")
         out.append(_aten("_int_mm"))
@@ -327,7 +326,42 @@ def enumerate_space(problem: Problem, space: str = "default", device: Optional[D
                                           conversion_bytes=0, **common))
         return out
 
+    if op in SCALED_OPS:
+        out.append(_aten("_scaled_mm"))
+        if triton:
+            out.extend(_scaled_triton(problem, device, lists, m, n, k, tma, dynamic, exhaustive, smem_limit))
+        return out
+
     raise ValueError(f"unknown op {op!r}")  # unreachable: Problem validates op
+
+
+SCALED_MM_MIN_K = 16  # ScaledMMConfigMixin._valid: no triton::mm configs for K <= 16 ("Triton crashes")
+SCALED_TMA_MIN_BLOCK_K = 32  # ScaledTMAConfigMixin._filter_configs: TMA needs an inner block >= 32
+
+
+def _scaled_triton(problem: Problem, device: DeviceInfo, lists, m: int, n: int, k: int, tma: bool, dynamic: bool,
+                   exhaustive: bool, smem_limit: int) -> list[Candidate]:
+    """kernel/mm.py ``tuned_scaled_mm`` (torch 2.13) after the aten choice, for tensorwise and rowwise scales (both
+    are "epilogue scaling" types, so they get the same templates): the device-TMA epilogue-scaling template first
+    (persistent, cc >= 9.0, TMA-compatible operands, no bias), then ``triton::mm`` with the scaling epilogue. fp8
+    has no int8 tensor, so BLOCK_K is floored at 16 like fp16."""
+    if lists.scaled_mm is None or lists.scaled_persistent_mm is None:
+        raise ValueError(f"torch {lists.torch}'s fp8 scaled-mm config lists are unknown here (no frozen copy): "
+                         "enumerate with the installed torch (torch_version=None) on a machine that has it")
+    if smem_limit > 0:
+        # the TMA templates' epilogue-conversion size for scaled_mm was not read; better refuse than guess
+        raise NotImplementedError("shared-memory pruning is not modelled for scaled_mm")
+    out: list[Candidate] = []
+    if use_tma_template(problem, device, tma, dynamic):
+        base = lists.exhaustive if exhaustive else lists.scaled_persistent_mm
+        base = tuple(c for c in base if c[2] >= SCALED_TMA_MIN_BLOCK_K)  # filtered before scaling, as Inductor does
+        out.extend(_triton_candidates("triton_tma", base, m, n, k, int8=False, tma=True, exhaustive=exhaustive,
+                                      smem_limit=0, dtype_bytes=problem.dtype_bytes, conversion_bytes=0))
+    if k > SCALED_MM_MIN_K:
+        base = lists.exhaustive if exhaustive else lists.scaled_mm
+        out.extend(_triton_candidates("triton_mm", base, m, n, k, int8=False, tma=False, exhaustive=exhaustive,
+                                      smem_limit=0, dtype_bytes=problem.dtype_bytes, conversion_bytes=0))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -58,3 +58,23 @@ def ktc(uid: str, **kwargs: Any) -> SimpleNamespace:
     return SimpleNamespace(template=SimpleNamespace(uid=uid, src_hash=None),
                            params=SimpleNamespace(to_kwargs=lambda: dict(kwargs),
                                                   to_serializeable_dict=lambda: dict(kwargs)))
+
+
+class FakeScaledInputs(FakeInputs):
+    """``MMKernelInputs`` of ``tuned_scaled_mm``: nodes A, B, scale_a, scale_b (no bias first), out dtype given."""
+
+    def __init__(self, a: FakeNode, b: FakeNode, scale_a: FakeNode, scale_b: FakeNode, out_dtype: Any) -> None:
+        super().__init__(a, b, out_dtype)
+        self.scale_a, self.scale_b = scale_a, scale_b
+
+    def nodes(self):
+        return [self.a, self.b, self.scale_a, self.scale_b]
+
+
+def scaled_mm_inputs(m: int, n: int, k: int, scales: str, dtype: Any, out_dtype: Any, scale_dtype: Any) -> FakeScaledInputs:
+    """fp8 ``_scaled_mm(x, w.t(), scale_a, scale_b)``: A row-major, B column-major; ``scales`` is ``tensorwise``
+    (0-d scales), ``rowwise`` ((M, 1) and (1, N)) or ``blockwise`` ((M, K/128) and (K/128, N/128))."""
+    shapes = {"tensorwise": ((), ()), "rowwise": ((m, 1), (1, n)),
+              "blockwise": ((m, k // 128), (k // 128, n // 128))}[scales]
+    nodes = [FakeNode(s, tuple(1 for _ in s) if len(s) < 2 else (s[1], 1), scale_dtype) for s in shapes]
+    return FakeScaledInputs(FakeNode((m, k), (k, 1), dtype), FakeNode((k, n), (1, k), dtype), *nodes, out_dtype)
