@@ -22,12 +22,12 @@ from .metrics import KS, RANDOM, per_problem_fraction, random_expectation, summa
 from .policy import problem_kind
 from .rankers import BASELINES, RANKERS, make_ranker
 from .schema import file_sha256, read_dataset, select_space
+from .spaces import SPACES
 from .spaces.configs import space_metadata
 from .split import groups_of, split_by_group, split_by_named_groups
 
 log = logging.getLogger(__name__)
 
-SPACES = ("default", "exhaustive")
 
 
 # --- metrics: the official definitions live in predictor.metrics ------------------------------------------
