@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .candidate import CANDIDATE_FIELDS, Candidate
+from .candidate import CANDIDATE_FIELDS, NUMERIC_FIELDS, Candidate
 from .device import DeviceInfo
 from .problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
 
@@ -74,7 +74,7 @@ _INDEX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 assert len(_INDEX) == N_FEATURES, "duplicate feature names"
 
 _PROBLEM_NUMERIC = ("b", "m", "n", "k", "align")
-_CANDIDATE_NUMERIC = ("block_m", "block_n", "block_k", "num_stages", "num_warps", "group_m", "k_split")
+_CANDIDATE_NUMERIC = NUMERIC_FIELDS  # Candidate.numbers is a row of these
 _STRING = ("op", "dtype", "out_dtype", "layout_a", "layout_b", "family", "aten_op")
 REQUIRED_COLUMNS = (*_PROBLEM_NUMERIC, *_CANDIDATE_NUMERIC, *_STRING)
 
@@ -211,7 +211,7 @@ def runtime_feature_matrix(problem: Problem, cands: list[Candidate], hints: list
         m = float(ms[0]) if (ms == ms[0]).all() else ms  # as _numeric(scalar_if_constant=True)
     numbers = {"b": float(problem.b), "m": m, "n": float(problem.n), "k": float(problem.k),
                "align": float(problem.align)}
-    table = np.array([[getattr(c, name) for name in _CANDIDATE_NUMERIC] for c in cands], dtype=np.float64)
+    table = np.array([c.numbers for c in cands], dtype=np.float64)
     strs = {name: (None, [getattr(problem, name)]) for name in ("op", "dtype", "out_dtype", "layout_a", "layout_b")}
     for name in ("family", "aten_op"):
         strs[name] = _factorise([getattr(c, name) for c in cands])

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .artifacts import ModelError, load_runtime_model, read_metadata
-from .candidate import Candidate, from_choice_caller, from_template_kwargs
+from .candidate import Candidate, candidates_from_choices, from_choice_caller
 from .cutlass import is_cutlass_choice, keep_cutlass
 from .device import DeviceInfo
 from .discovery import _this_gpu, find_model, model_roots
@@ -368,12 +368,10 @@ class GemmPruner:
         op = INDUCTOR_OPS.get(op_name)
         if op is None:
             raise _PassThrough("unknown_op", f"unknown GEMM op {op_name!r}")
-        kwargs = [ktc.params.to_kwargs() for ktc in choices]
         try:
-            cands = [from_template_kwargs(ktc.template.uid, kw) for ktc, kw in zip(choices, kwargs, strict=True)]
+            cands, hints = candidates_from_choices(choices)
         except (ValueError, KeyError) as exc:
             raise _PassThrough("unknown_template", f"{op_name}: {exc}") from None
-        hints = [kw.get("hint_override") for kw in kwargs]
         groups: dict[int | None, list[int]] = {}
         for i, hint in enumerate(hints):
             groups.setdefault(hint, []).append(i)
