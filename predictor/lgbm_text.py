@@ -26,8 +26,8 @@ _CATEGORICAL = 1
 _DEFAULT_LEFT = 2
 _MISSING_SHIFT = 2  # bits 2-3: 0 none, 1 zero, 2 NaN
 _ZERO = 1e-35  # LightGBM's kZeroThreshold
-_CHUNK_ROWS = 512
-_SPECIALISE_PAIRS = 10**9  # (rows x trees) from which specialising pays for its own cost
+_CHUNK_ROWS = 128  # rows walked at once: 32k pairs of a 250-tree model stay in cache (25% faster than 512)
+_SPECIALISE_PAIRS = 20_000  # (rows x trees) from which specialising pays for its own cost (~0.2-0.4 ms)
 
 
 @dataclass(frozen=True)

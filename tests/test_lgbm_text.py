@@ -9,6 +9,7 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
+from predictor import lgbm_text
 from predictor.lgbm_text import load_text_forest
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -72,8 +73,9 @@ def test_malformed_trees_are_refused(tmp_path):
             load_text_forest(path)
 
 
+@pytest.mark.parametrize("specialise", [True, False])
 @pytest.mark.parametrize("space", ["default", "exhaustive"])
-def test_hook_feature_matrices_score_as_lightgbm(space):
+def test_hook_feature_matrices_score_as_lightgbm(space, specialise, monkeypatch):
     """The hook's float32 matrices (problem columns constant: the specialised walk for the big lists, float32
     thresholds) score as LightGBM does on float64, for the lists ``benchmarks/hook_overhead.py`` times."""
     from predictor.artifacts import read_metadata
@@ -82,6 +84,7 @@ def test_hook_feature_matrices_score_as_lightgbm(space):
     from predictor.problem import Problem
     from predictor.spaces import enumerate_space
 
+    monkeypatch.setattr(lgbm_text, "_SPECIALISE_PAIRS", 0 if specialise else 1 << 62)
     path = MODELS / "h200-default-lgbm-all" / "model.lgbm.txt"
     forest, booster = load_text_forest(path), lgb.Booster(model_file=str(path))
     device = DeviceInfo.from_metadata(read_metadata(path.parent))
@@ -113,8 +116,9 @@ def test_float32_features_at_the_thresholds_split_as_float64():
     np.testing.assert_allclose(forest.predict(X), booster.predict(X.astype(np.float64)), rtol=0, atol=1e-9)
 
 
-def test_constant_columns_with_missing_values_follow_lightgbm(tmp_path):
-    """The specialised walk (many rows, constant columns) keeps LightGBM's missing-value rules."""
+def test_constant_columns_with_missing_values_follow_lightgbm(tmp_path, monkeypatch):
+    """The specialised walk (constant columns decided once) keeps LightGBM's missing-value rules."""
+    monkeypatch.setattr(lgbm_text, "_SPECIALISE_PAIRS", 0)
     rng = np.random.default_rng(4)
     X = rng.normal(size=(1500, 4))
     X[rng.random(X.shape) < 0.2] = np.nan
