@@ -116,7 +116,7 @@ def from_template_kwargs(template_uid: str, kwargs: dict[str, Any]) -> Candidate
     )
 
 
-# (template uid, the kwargs from_template_kwargs reads) -> its Candidate, shared by every GEMM's list
+# (template uid, every kwarg from_template_kwargs reads) -> its Candidate, shared by every GEMM's list
 _FROM_TEMPLATE: dict[tuple, Candidate] = {}
 _FROM_TEMPLATE_SIZE = 1 << 16  # distinct kernels remembered (Inductor's exhaustive list has ~2400)
 
@@ -126,23 +126,24 @@ def candidates_from_choices(choices: list[Any]) -> tuple[list[Candidate], list[A
     (``hint_override``). Inductor offers the same configs to GEMM after GEMM (2400 in the exhaustive space), so each
     distinct (template, config) becomes a Candidate once and is looked up after that: building them was most of the
     hook's time on a problem it had already scored."""
-    memo, cands, hints = _FROM_TEMPLATE, [], []
-    for ktc in choices:
-        uid, kw = ktc.template.uid, ktc.params.to_kwargs()
-        hints.append(kw.get("hint_override"))
-        signature = (uid, kw.get("BLOCK_M"), kw.get("BLOCK_N"), kw.get("BLOCK_K"), kw.get("num_stages"),
-                     kw.get("num_warps"), kw.get("GROUP_M"), kw.get("k_split"))
-        try:
-            cand = memo.get(signature)
-        except TypeError:  # an unhashable value: built every time
-            cands.append(from_template_kwargs(uid, kw))
-            continue
+    # list comprehensions and map (the cheapest loops here: explicit .get beats map/methodcaller over the keys);
+    # per choice, Python code beyond them runs only for a config not seen before
+    kwargs = [ktc.params.to_kwargs() for ktc in choices]
+    hints = [kw.get("hint_override") for kw in kwargs]
+    signatures = [(ktc.template.uid, kw.get("BLOCK_M"), kw.get("BLOCK_N"), kw.get("BLOCK_K"), kw.get("num_stages"),
+                   kw.get("num_warps"), kw.get("GROUP_M"), kw.get("k_split")) for ktc, kw in zip(choices, kwargs)]
+    try:
+        cands = list(map(_FROM_TEMPLATE.get, signatures))
+    except TypeError:  # an unhashable value: built every time
+        return [from_template_kwargs(ktc.template.uid, kw) for ktc, kw in zip(choices, kwargs)], hints
+    if all(cands):  # (Candidates are always true: a C-level check that every one was found)
+        return cands, hints
+    for i, cand in enumerate(cands):
         if cand is None:
-            cand = from_template_kwargs(uid, kw)
-            if len(memo) >= _FROM_TEMPLATE_SIZE:
-                memo.clear()
-            memo[signature] = cand
-        cands.append(cand)
+            cands[i] = cand = from_template_kwargs(signatures[i][0], kwargs[i])
+            if len(_FROM_TEMPLATE) >= _FROM_TEMPLATE_SIZE:
+                _FROM_TEMPLATE.clear()
+            _FROM_TEMPLATE[signatures[i]] = cand
     return cands, hints
 
 

@@ -336,7 +336,7 @@ class GemmPruner:
     def scores(self, problem: Problem, cands: list[Candidate], hints: list[int | None]) -> np.ndarray:
         """The ranker's scores, remembered per (problem, candidates, hints): a model's repeated layers and its
         backward pass lower the same GEMM again and again (features and the model are most of the cost)."""
-        key = (problem, tuple(c.key for c in cands), tuple(hints))
+        key = (problem, tuple([c.key for c in cands]), tuple(hints))
         scores = self._scores.get(key)
         if scores is None:
             if hasattr(self.ranker, "score_features"):  # the LightGBM rankers: features straight into numpy
@@ -373,8 +373,11 @@ class GemmPruner:
         except (ValueError, KeyError) as exc:
             raise _PassThrough("unknown_template", f"{op_name}: {exc}") from None
         groups: dict[int | None, list[int]] = {}
-        for i, hint in enumerate(hints):
-            groups.setdefault(hint, []).append(i)
+        if hints.count(None) == len(hints):  # no multi-kernel hints (the usual case): no loop over 2400 choices
+            groups[None] = list(range(len(hints)))
+        else:
+            for i, hint in enumerate(hints):
+                groups.setdefault(hint, []).append(i)
         hinted = any(h is not None for h in groups)
         choosing_hints = hinted and s.hints == "predict"
         deciding = s.policy == "decide" and not hinted
