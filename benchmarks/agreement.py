@@ -1,6 +1,6 @@
 """Bulk-vs-Inductor label agreement, problem by problem (CPU; reads two committed datasets).
 
-    python benchmarks/agreement.py --bulk datasets/nvidia-h200/default.parquet \
+    python -m benchmarks.agreement --bulk datasets/nvidia-h200/default.parquet \
         --inductor datasets/nvidia-h200/inductor.parquet --out datasets/nvidia-h200/AGREEMENT.md
 
 For each problem in both: Spearman rho between bulk times and Inductor's profiler kernel times over the
@@ -11,15 +11,12 @@ and how close the bulk labels' top-1 comes to Inductor's best when both are time
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from predictor.schema import read_dataset  # noqa: E402
+from predictor.schema import read_dataset
 
 
 def agreement(bulk: pd.DataFrame, inductor: pd.DataFrame) -> pd.DataFrame:
@@ -85,7 +82,7 @@ def main() -> None:
     report = "\n".join(text)
     print(report)
     if args.out:
-        Path(args.out).write_text(f"# Bulk vs Inductor agreement\n\nCommand: `python benchmarks/agreement.py --bulk {args.bulk} "
+        Path(args.out).write_text(f"# Bulk vs Inductor agreement\n\nCommand: `python -m benchmarks.agreement --bulk {args.bulk} "
                                   f"--inductor {args.inductor} --out {args.out}`\n\n{report}\n")
 
 

@@ -1,6 +1,6 @@
 """Bulk-collector throughput on the GPU: labelled rows per GPU-second, compilation included.
 
-    python benchmarks/collect_throughput.py --corpus datasets/corpus/corpus_v1.parquet --problems 200
+    python -m benchmarks.collect_throughput --corpus datasets/corpus/corpus_v1.parquet --problems 200
 
 Starts from an empty Triton cache (so compile time counts), samples problems across all corpus families with a
 fixed seed, collects the default space, and prints rows, wall seconds and rows/s, plus status counts.
@@ -11,12 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:

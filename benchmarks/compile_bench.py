@@ -1,6 +1,6 @@
 """End-to-end: plain torch.compile vs full max-autotune vs max-autotune pruned by the predictor hook (GPU).
 
-    python benchmarks/compile_bench.py --gemms 24 --ks 1,3,5,8 --out docs/benchmarks/h200
+    python -m benchmarks.compile_bench --gemms 24 --ks 1,3,5,8 --out docs/benchmarks/h200
 
 For GEMMs from the shipped model's held-out problem groups (shapes it never trained on) it compiles each in
 every mode with fresh caches and measures: compile (autotune) wall time of the first call, the compiled
@@ -17,11 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def pick_gemms(model: str, dataset: str, n: int, seed: int) -> list[dict]:

@@ -1,17 +1,15 @@
 """Can Inductor's CUTLASS backend run on this GPU? (GPU; prints every step's outcome.)
 
     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d wheels nvidia-cutlass==4.2.0.0
-    python benchmarks/cutlass_probe.py wheels/nvidia_cutlass-4.2.0.0-py3-none-any.whl
+    python -m benchmarks.cutlass_probe wheels/nvidia_cutlass-4.2.0.0-py3-none-any.whl
 
 Builds the CUTLASS root Inductor expects (``python/{cutlass_library,cutlass_cppgen,pycute}``, ``include``,
 ``tools``) from the nvidia-cutlass wheel (which ships the headers under ``cutlass_library/source``), points
 ``TORCHINDUCTOR_CUTLASS_DIR`` at it, and compiles one fp16 mm and one ``_int_mm`` (1024^3) under max-autotune
 with backends ATEN,CUTLASS and ``cutlass_max_profiling_configs=2``. Results: docs/CUTLASS.md."""
 import os, sys, time, traceback
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from collectors.cutlass_env import prepare_cutlass_root  # noqa: E402
+from collectors.cutlass_env import prepare_cutlass_root
 
 prepare_cutlass_root(sys.argv[1])
 import torch

@@ -1,7 +1,7 @@
 """Offline: how the hook's analytic CUTLASS ranking (``predictor.cutlass.tile_score``) orders the CUTLASS kernels
 Inductor really timed (CPU; reads a ``compile_bench`` results.json with ``+cutlass`` modes).
 
-    python benchmarks/cutlass_ranking_eval.py docs/benchmarks/h200-cutlass/results.json
+    python -m benchmarks.cutlass_ranking_eval docs/benchmarks/h200-cutlass/results.json
 
 Every ``+cutlass`` run records each choice Inductor benchmarked (``timed_us``: Inductor's own benchmark time).
 Per GEMM this pools the CUTLASS kernels of all its runs (a kernel's time = its best swizzle, the median over runs),
@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from predictor.candidate import from_choice_caller  # noqa: E402
-from predictor.cutlass import tile_score  # noqa: E402
-from predictor.report import markdown_table  # noqa: E402
+from predictor.candidate import from_choice_caller
+from predictor.cutlass import tile_score
+from predictor.report import markdown_table
 
 
 def timed_kernels(results: dict, gemm: dict) -> tuple[pd.DataFrame, float]:

@@ -1,6 +1,6 @@
 """What a labelled dataset says, at a glance: which kernel family wins where, and by how much (CPU).
 
-    python benchmarks/dataset_overview.py --dataset datasets/nvidia-h200/default.parquet \
+    python -m benchmarks.dataset_overview --dataset datasets/nvidia-h200/default.parquet \
         --out datasets/nvidia-h200/overview
 
 Per problem: the family of the fastest ok candidate, and the ratio of the best Triton-template time to the best
@@ -11,13 +11,11 @@ overview.png (the same as stacked bars, plus the Triton/cuBLAS ratio against pro
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TEMPLATE_FAMILIES = ("triton_mm", "triton_tma")
 
@@ -65,7 +63,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     ratio = problems["triton_over_aten"].dropna()
     lines = [f"# Who wins — `{args.dataset}` ({gpu})", "",
-             f"Command: `python benchmarks/dataset_overview.py --dataset {args.dataset} --out {args.out}`.", "",
+             f"Command: `python -m benchmarks.dataset_overview --dataset {args.dataset} --out {args.out}`.", "",
              f"{len(problems)} problems. Best Triton template / best aten (cuBLAS) time: median {ratio.median():.2f}, "
              f"Triton faster on {(ratio < 1).mean():.0%} of the {len(ratio)} problems that have both.", "",
              "Share of problems each candidate family wins, by dtype and size band (2·M·N·K: small < 2^24, "

@@ -5,7 +5,7 @@ oracle@k is close to 1.0 for any ranker that puts aten first; this asks the hard
 depends on when a Triton kernel is wanted (epilogue fusion, aten excluded): among ~2400 Triton/TMA configs, how close is the top-k to the best?
 Held-out side = the split model's test groups.
 
-    python benchmarks/exhaustive_triton_eval.py --model models/h200-exhaustive-lgbm \
+    python -m benchmarks.exhaustive_triton_eval --model models/h200-exhaustive-lgbm \
         --dataset datasets/nvidia-h200/exhaustive.parquet
 """
 

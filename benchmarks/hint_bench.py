@@ -1,6 +1,6 @@
 """End to end (GPU): a dynamic-M GEMM compiled with multi-kernel hints, fixed list vs predicted, timed across M.
 
-    python benchmarks/hint_bench.py --out docs/benchmarks/h200-hints
+    python -m benchmarks.hint_bench --out docs/benchmarks/h200-hints
 
 For each GEMM family (N, K, dtype, B layout) the function ``a @ b`` is compiled once with M dynamic
 (``torch._dynamo.mark_dynamic``), under max-autotune, in each mode:
@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 FAMILIES = [  # (N, K, dtype, layout of B): LLM projections and the M-sweeps of the dataset
     (4096, 4096, "bfloat16", "col"), (3072, 768, "float16", "row"), (896, 4864, "bfloat16", "col"),
@@ -54,7 +52,7 @@ def run_mode(fam, mode: str, compile_m: int) -> dict:
     from torch._inductor import config as icfg
     from torch._inductor.select_algorithm import add_feedback_saver, clear_feedback_savers
 
-    from compile_bench import time_compiled
+    from benchmarks.compile_bench import time_compiled
 
     n, k, dtype, lb = fam
     dt = getattr(torch, dtype)
@@ -182,5 +180,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     main()

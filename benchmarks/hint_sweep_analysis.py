@@ -1,6 +1,6 @@
 """Hint buckets offline: predicted multi-kernel hints vs the fixed [64, 256, 4096] list on the labelled M-sweeps.
 
-    python benchmarks/hint_sweep_analysis.py --out docs/hints
+    python -m benchmarks.hint_sweep_analysis --out docs/hints
 
 For each M-sweep family of the bulk dataset: the hints ``predictor.hints`` chooses from the grid (with the
 model named by --model; families on the held-out side of its split are marked), the fixed list, and the best
@@ -13,10 +13,7 @@ hints.md (table) and hints.png (fraction of the per-M oracle vs M, fixed vs pred
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:
@@ -50,7 +47,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     lines = [f"# Hint buckets offline — `{args.model}` on `{args.dataset}`", "",
              f"GPU {meta['device']['gpu']}; hint grid {list(HINT_GRID)}; fixed list {list(FIXED_HINTS)}; "
-             f"command `python benchmarks/hint_sweep_analysis.py --out {args.out}`.", "",
+             f"command `python -m benchmarks.hint_sweep_analysis --out {args.out}`.", "",
              "`hindsight` = the best set of at most 3 grid hints chosen with the true times (the ceiling for any "
              "predictor on this grid). `any-kernels` = the best set of at most 3 of all the Triton kernels the sweep "
              "timed, whatever M they would be compiled at (the ceiling for any hint predictor on any grid).", "",

@@ -1,7 +1,7 @@
 """On the GPU: max-autotune compiles with the hook given a broken model file and a model made for another GPU.
 Both must compile, match eager, and warn once; prints one line per case.
 
-    python benchmarks/hook_fallback.py
+    python -m benchmarks.hook_fallback
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import tempfile
 import logging
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm-all"
 

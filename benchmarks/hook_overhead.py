@@ -1,6 +1,6 @@
 """What the hook adds to a compile: the filter's wall time per GEMM, for the default and the exhaustive lists.
 
-    python benchmarks/hook_overhead.py [--model models/h200-default-lgbm-all] [--repeats 50]
+    python -m benchmarks.hook_overhead [--model models/h200-default-lgbm-all] [--repeats 50]
 
 Builds Inductor-like KernelTemplateChoice stand-ins (template uid + params.to_kwargs(), exactly what the
 hook reads) for the candidate lists Inductor 2.11 produces (``predictor.spaces``), then times
@@ -14,14 +14,11 @@ choices and <= 5 ms for ~2400.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PROBLEMS = [("mm", 333, 1111, 2222, "float16"), ("mm", 4096, 4096, 4096, "bfloat16"), ("mm", 512, 768, 3072, "float16"),
             ("mm", 32, 28672, 4096, "bfloat16"), ("mm", 2048, 16384, 3000, "bfloat16")]

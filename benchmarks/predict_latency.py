@@ -1,7 +1,7 @@
 """Latency of ranking one problem's candidates on one CPU thread (features + model + ordering).
 
-    python benchmarks/predict_latency.py                       # trains lgbm on a synthetic dataset
-    python benchmarks/predict_latency.py --dataset datasets/h100/default.parquet --candidates 1000
+    python -m benchmarks.predict_latency                       # trains lgbm on a synthetic dataset
+    python -m benchmarks.predict_latency --dataset datasets/h100/default.parquet --candidates 1000
 
 The hook's budget: 1000 candidates of one problem in <= 2 ms p50. Building the rows DataFrame is the
 caller's cost and not timed; the breakdown shows features and model separately.
@@ -18,14 +18,10 @@ import argparse  # noqa: E402
 import itertools  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from predictor.candidate import Candidate  # noqa: E402
 from predictor.device import DeviceInfo  # noqa: E402
@@ -66,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = read_dataset(args.dataset)
         device = DeviceInfo.from_metadata(rows.attrs["metadata"])
     else:
-        from synthetic import METADATA, synthetic_dataset
+        from predictor.testing.synthetic import METADATA, synthetic_dataset
 
         rows = synthetic_dataset(300)
         device = DeviceInfo.from_metadata(METADATA)

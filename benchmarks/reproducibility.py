@@ -1,6 +1,6 @@
 """Re-measure random labelled rows in a fresh process and report how far the new medians are from the labels.
 
-    python benchmarks/reproducibility.py --dataset datasets/nvidia-h200/default.parquet --rows 200
+    python -m benchmarks.reproducibility --dataset datasets/nvidia-h200/default.parquet --rows 200
 
 Rows are sampled (seeded) among status == ok; each sampled problem's sampled candidates are re-timed with the
 same method as the collector (fresh operands, L2 flush, round-robin, CUDA graph). Prints median and p90 of
@@ -12,10 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:

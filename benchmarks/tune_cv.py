@@ -1,7 +1,7 @@
 """Choose a ranker's hyper-parameters by group cross-validation on the TRAINING side of the split only (CPU).
 
-    python benchmarks/tune_cv.py --ranker lgbm_rank
-    python benchmarks/tune_cv.py --ranker tree
+    python -m benchmarks.tune_cv --ranker lgbm_rank
+    python -m benchmarks.tune_cv --ranker tree
 
 The held-out test groups (those of ``--holdout-from``, the shipped split model) are never looked at: three
 inner validation splits (seeds 100-102) of the training groups score each setting. Results on the 3537-problem H200 dataset (oracle@1, mean of 3 folds):
@@ -18,13 +18,10 @@ inner validation splits (seeds 100-102) of the training groups score each settin
 from __future__ import annotations
 
 import argparse
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 GRIDS = {
     "lgbm_rank": [dict(n_estimators=n) for n in (60, 100, 150, 250, 400, 600)] + [

@@ -300,7 +300,8 @@ def load_runtime_model(folder: str | Path, expect_device: DeviceInfo | None = No
     ``load_model``, which imports the ranker registry only then.
 
     ``prefer_lightgbm``: LightGBM's own predictor where it is installed, for the exhaustive space's ~2400 choices
-    per GEMM (22 ms per GEMM on one CPU thread against numpy's 37 ms; worth its import from ~40 such GEMMs)."""
+    per GEMM (scoring them on one CPU thread: ~20 ms against numpy's ~24 ms; its import, over a second, pays off
+    from ~250 such GEMMs)."""
     folder = Path(folder)
     meta, spec = _checked_metadata(folder, expect_device)
     from .spaces.configs import warn_if_space_changed  # reads the installed torch's lists: the hook's loader only

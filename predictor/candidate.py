@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any
 
 FAMILIES = ("triton_mm", "triton_tma", "decompose_k", "aten", "cutlass")
 CANDIDATE_FIELDS = ("family", "block_m", "block_n", "block_k", "num_stages", "num_warps", "group_m", "k_split", "aten_op")
+NUMERIC_FIELDS = ("block_m", "block_n", "block_k", "num_stages", "num_warps", "group_m", "k_split")
 
 # Inductor template uid -> our family. The persistent TMA template is named differently across versions.
 TEMPLATE_FAMILY = {
@@ -49,7 +51,10 @@ class Candidate:
         if self.family not in FAMILIES:
             raise ValueError(f"unknown candidate family {self.family!r}; expected one of {', '.join(FAMILIES)}")
 
-    @property
+    # Cached (in the instance's __dict__, outside the frozen fields, so equality and hashing are unchanged): the
+    # hook reads both for every choice of every GEMM, and its Candidates are shared between GEMMs
+    # (``candidates_from_choices``), so each is computed once per distinct kernel rather than per choice.
+    @cached_property
     def key(self) -> str:
         if self.family == "aten":
             return f"aten/{self.aten_op}"
@@ -60,6 +65,11 @@ class Candidate:
                     f"/sw{self.group_m}")
         return (f"{self.family}/{self.block_m}x{self.block_n}x{self.block_k}"
                 f"/s{self.num_stages}/w{self.num_warps}/g{self.group_m}")
+
+    @cached_property
+    def numbers(self) -> tuple[int, ...]:
+        """The ``NUMERIC_FIELDS``, in order (a row of the features' candidate table)."""
+        return tuple(getattr(self, name) for name in NUMERIC_FIELDS)
 
     @property
     def is_triton(self) -> bool:
@@ -111,6 +121,37 @@ def from_template_kwargs(template_uid: str, kwargs: dict[str, Any]) -> Candidate
         num_warps=int(kwargs["num_warps"]),
         group_m=int(kwargs.get("GROUP_M", 8)),
     )
+
+
+# (template uid, every kwarg from_template_kwargs reads) -> its Candidate, shared by every GEMM's list
+_FROM_TEMPLATE: dict[tuple, Candidate] = {}
+_FROM_TEMPLATE_SIZE = 1 << 16  # distinct kernels remembered (Inductor's exhaustive list has ~2400)
+
+
+def candidates_from_choices(choices: list[Any]) -> tuple[list[Candidate], list[Any]]:
+    """``from_template_kwargs`` for each ``KernelTemplateChoice`` of a list, and each one's multi-kernel hint
+    (``hint_override``). Inductor offers the same configs to GEMM after GEMM (2400 in the exhaustive space), so each
+    distinct (template, config) becomes a Candidate once and is looked up after that: building them was most of the
+    hook's time on a problem it had already scored."""
+    # list comprehensions and map (the cheapest loops here: explicit .get beats map/methodcaller over the keys);
+    # per choice, Python code beyond them runs only for a config not seen before
+    kwargs = [ktc.params.to_kwargs() for ktc in choices]
+    hints = [kw.get("hint_override") for kw in kwargs]
+    signatures = [(ktc.template.uid, kw.get("BLOCK_M"), kw.get("BLOCK_N"), kw.get("BLOCK_K"), kw.get("num_stages"),
+                   kw.get("num_warps"), kw.get("GROUP_M"), kw.get("k_split")) for ktc, kw in zip(choices, kwargs)]
+    try:
+        cands = list(map(_FROM_TEMPLATE.get, signatures))
+    except TypeError:  # an unhashable value: built every time
+        return [from_template_kwargs(ktc.template.uid, kw) for ktc, kw in zip(choices, kwargs)], hints
+    if all(cands):  # (Candidates are always true: a C-level check that every one was found)
+        return cands, hints
+    for i, cand in enumerate(cands):
+        if cand is None:
+            cands[i] = cand = from_template_kwargs(signatures[i][0], kwargs[i])
+            if len(_FROM_TEMPLATE) >= _FROM_TEMPLATE_SIZE:
+                _FROM_TEMPLATE.clear()
+            _FROM_TEMPLATE[signatures[i]] = cand
+    return cands, hints
 
 
 def to_template_kwargs(c: Candidate, hint: int | None = None) -> tuple[str, dict[str, Any]]:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .artifacts import ModelError, load_runtime_model, read_metadata
-from .candidate import Candidate, from_choice_caller, from_template_kwargs
+from .candidate import Candidate, candidates_from_choices, from_choice_caller
 from .cutlass import is_cutlass_choice, keep_cutlass
 from .device import DeviceInfo
 from .discovery import _this_gpu, find_model, model_roots
@@ -338,7 +338,7 @@ class GemmPruner:
     def scores(self, problem: Problem, cands: list[Candidate], hints: list[int | None]) -> np.ndarray:
         """The ranker's scores, remembered per (problem, candidates, hints): a model's repeated layers and its
         backward pass lower the same GEMM again and again (features and the model are most of the cost)."""
-        key = (problem, tuple(c.key for c in cands), tuple(hints))
+        key = (problem, tuple([c.key for c in cands]), tuple(hints))
         scores = self._scores.get(key)
         if scores is None:
             if hasattr(self.ranker, "score_features"):  # the LightGBM rankers: features straight into numpy
@@ -376,15 +376,16 @@ class GemmPruner:
             why = untrained_kind(self.metadata.get(RANGES_KEY), problem_from_inputs(kernel_inputs, op))
             if why:
                 raise _PassThrough("untrained_kind", f"{op_name}: {why}")
-        kwargs = [ktc.params.to_kwargs() for ktc in choices]
         try:
-            cands = [from_template_kwargs(ktc.template.uid, kw) for ktc, kw in zip(choices, kwargs, strict=True)]
+            cands, hints = candidates_from_choices(choices)
         except (ValueError, KeyError) as exc:
             raise _PassThrough("unknown_template", f"{op_name}: {exc}") from None
-        hints = [kw.get("hint_override") for kw in kwargs]
         groups: dict[int | None, list[int]] = {}
-        for i, hint in enumerate(hints):
-            groups.setdefault(hint, []).append(i)
+        if hints.count(None) == len(hints):  # no multi-kernel hints (the usual case): no loop over 2400 choices
+            groups[None] = list(range(len(hints)))
+        else:
+            for i, hint in enumerate(hints):
+                groups.setdefault(hint, []).append(i)
         hinted = any(h is not None for h in groups)
         choosing_hints = hinted and s.hints == "predict"
         deciding = s.policy == "decide" and not hinted

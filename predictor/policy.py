@@ -20,7 +20,7 @@ import numpy as np
 
 # Score gap (LambdaRank units) by which the model's favourite non-aten candidate must beat the best aten one
 # before the hook picks it over cuBLAS. Calibrated on the 1534 held-out problems of models/h200-default-lgbm
-# (python benchmarks/decide_gap.py): among problems whose favourite is a Triton/decompose-K kernel, at a gap
+# (python -m benchmarks.decide_gap): among problems whose favourite is a Triton/decompose-K kernel, at a gap
 # >= 2.0 3.4% of the picks run > 3% slower than cuBLAS (12% with no gap, 5.8% at 1.5), and the picks keep a
 # 1.83x geomean gain over cuBLAS; the policy reaches 0.972 of the per-problem best in geomean (cuBLAS always:
 # 0.917, the favourite always: 0.979, where 12% of Triton picks would lose).

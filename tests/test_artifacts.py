@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from synthetic import METADATA, synthetic_dataset
+from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 from predictor.artifacts import CARD_FILE, METADATA_FILE, ModelError, load_model, read_metadata, save_model
 from predictor.device import DeviceInfo

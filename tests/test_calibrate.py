@@ -17,7 +17,7 @@ from predictor.problem import Problem
 from predictor.spaces import enumerate_space
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synthetic import DEVICE, METADATA  # noqa: E402
+from predictor.testing.synthetic import DEVICE, METADATA  # noqa: E402
 
 DEV = DeviceInfo.from_metadata(METADATA)
 ENV = {"collector": "bulk", "gpu": DEVICE["gpu"], "cc": DEVICE["cc"], "torch": "2.11.0", "triton": "3.6.0",

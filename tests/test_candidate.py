@@ -104,3 +104,29 @@ def test_cutlass_root_lives_in_a_private_folder(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="not a private folder"):
         prepare_cutlass_root(wheel, tmp_path / "link")
     assert not any(p.name.startswith(".wheel-") for p in work.iterdir())  # no staging leftovers
+
+
+def test_candidates_from_choices_match_from_template_kwargs_and_are_shared():
+    """The hook's memoised mapping gives what from_template_kwargs gives, the same objects on a second list, and
+    still refuses an unknown template; cached keys leave equality and hashing to the fields."""
+    from types import SimpleNamespace
+
+    from predictor.candidate import candidates_from_choices, from_template_kwargs, to_template_kwargs
+
+    def choice(uid, kw):
+        return SimpleNamespace(template=SimpleNamespace(uid=uid), params=SimpleNamespace(to_kwargs=lambda: dict(kw)))
+
+    made = [Candidate("triton_mm", 64, 128, 32, 3, 4, 8), Candidate("triton_tma", 128, 128, 64, 4, 8, 8),
+            Candidate("decompose_k", k_split=32), Candidate("aten", aten_op="mm")]
+    specs = [to_template_kwargs(c, hint=64 if i == 0 else None) for i, c in enumerate(made)]
+    specs.append(("triton::mm", {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "num_stages": 2, "num_warps": 2,
+                                 "epilogue": [1, 2]}))  # no GROUP_M: 8
+    cands, hints = candidates_from_choices([choice(uid, kw) for uid, kw in specs])
+    assert cands == [from_template_kwargs(uid, kw) for uid, kw in specs] and hints == [64, None, None, None, None]
+    again, _ = candidates_from_choices([choice(uid, kw) for uid, kw in specs])
+    assert all(a is b for a, b in zip(again, cands))
+    assert cands[0].key == "triton_mm/64x128x32/s3/w4/g8" and cands[0] == Candidate("triton_mm", 64, 128, 32, 3, 4, 8)
+    assert hash(cands[0]) == hash(Candidate("triton_mm", 64, 128, 32, 3, 4, 8))
+    assert cands[0].numbers == (64, 128, 32, 3, 4, 8, 0)
+    with pytest.raises(ValueError, match="unknown Inductor template"):
+        candidates_from_choices([choice("triton::nope", {"BLOCK_M": 1})])

@@ -9,7 +9,7 @@ from predictor.cli import main
 from predictor.problem import Problem
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synthetic import synthetic_dataset  # noqa: E402
+from predictor.testing.synthetic import synthetic_dataset  # noqa: E402
 
 
 def run_cli(argv, capsys):
@@ -74,7 +74,7 @@ def test_bad_k(capsys):
 
 def test_report_compare_without_labels_uses_the_folder_names(tmp_path, capsys):
     from predictor.evaluate import evaluate, write_report
-    from synthetic import METADATA
+    from predictor.testing.synthetic import METADATA
 
     from predictor.device import DeviceInfo
     from predictor.rankers import make_ranker
@@ -100,7 +100,7 @@ def test_report_compare_bad_json_is_one_line(tmp_path, capsys, content):
 
 def test_a_foreign_file_in_a_parts_folder_does_not_crash_the_writer(tmp_path, caplog):
     from collectors.store import PartWriter
-    from synthetic import METADATA
+    from predictor.testing.synthetic import METADATA
 
     parts = tmp_path / "parts"
     parts.mkdir()
@@ -164,7 +164,7 @@ def test_model_metadata_of_the_wrong_type_is_one_line(tmp_path, capsys, change, 
 
 def test_dataset_metadata_of_the_wrong_type_is_one_line(tmp_path, capsys):
     from predictor.schema import write_dataset
-    from synthetic import METADATA
+    from predictor.testing.synthetic import METADATA
 
     meta = {**METADATA, "device": {**METADATA["device"], "sm_count": "many"}}
     path = write_dataset(synthetic_dataset(8), tmp_path / "d.parquet", meta)

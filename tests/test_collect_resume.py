@@ -13,7 +13,7 @@ from predictor.problem import Problem
 from predictor.schema import SCHEMA_VERSION, DatasetError, read_dataset
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synthetic import METADATA  # noqa: E402
+from predictor.testing.synthetic import METADATA  # noqa: E402
 
 ENV = {"collector": "bulk", "gpu": "Synthetic GPU", "cc": "9.0", "torch": "2.11.0", "triton": "3.6.0",
        "schema_version": SCHEMA_VERSION}
@@ -88,7 +88,7 @@ def test_bad_shard_and_corrupt_part_are_one_line_errors(tmp_path):
 def test_resume_from_a_committed_dataset(tmp_path):
     from collectors.bulk import seed_from_dataset
     from predictor.schema import write_dataset
-    from synthetic import synthetic_dataset
+    from predictor.testing.synthetic import synthetic_dataset
 
     dataset = write_dataset(synthetic_dataset(6), tmp_path / "committed.parquet", METADATA)
     out = tmp_path / "parts"

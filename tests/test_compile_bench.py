@@ -60,7 +60,7 @@ def test_gemms_come_from_the_groups_the_model_held_out(tmp_path):
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from synthetic import METADATA, synthetic_dataset
+    from predictor.testing.synthetic import METADATA, synthetic_dataset
 
     from predictor.schema import write_dataset
     from predictor.split import groups_of

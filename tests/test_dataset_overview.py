@@ -9,7 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).parent))
 import dataset_overview  # noqa: E402
-from synthetic import METADATA, synthetic_dataset  # noqa: E402
+from predictor.testing.synthetic import METADATA, synthetic_dataset  # noqa: E402
 
 
 def test_winner_shares_match_the_fastest_candidate_per_problem(tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ from predictor.evaluate import (EvaluationError, compare, evaluate, evaluate_ran
 from predictor.problem import Problem
 from predictor.rankers.base import top_k
 from predictor.schema import SCHEMA_VERSION, write_dataset
-from tests.synthetic import METADATA, synthetic_dataset
+from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
 

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from synthetic import METADATA
+from predictor.testing.synthetic import METADATA
 
 from predictor import cli, export, installing
 from predictor.compiling import RECOMMENDED_OPTIONS, recommended_settings

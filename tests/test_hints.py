@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from synthetic import METADATA
+from predictor.testing.synthetic import METADATA
 
 from predictor.candidate import parse_key
 from predictor.device import DeviceInfo

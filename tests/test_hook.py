@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from synthetic import METADATA, synthetic_dataset
+from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 import predictor
 from predictor import discovery, hook, inductor_inputs, installing

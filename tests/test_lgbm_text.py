@@ -9,6 +9,7 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
+from predictor import lgbm_text
 from predictor.lgbm_text import load_text_forest
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -70,3 +71,68 @@ def test_malformed_trees_are_refused(tmp_path):
         path.write_text(f"{head}\nTree=0\n{bad}\nTree=1\n{tail}")
         with pytest.raises(ValueError, match=needle):
             load_text_forest(path)
+
+
+@pytest.mark.parametrize("specialise", [True, False])
+@pytest.mark.parametrize("space", ["default", "exhaustive"])
+def test_hook_feature_matrices_score_as_lightgbm(space, specialise, monkeypatch):
+    """The hook's float32 matrices (problem columns constant: the specialised walk for the big lists, float32
+    thresholds) score as LightGBM does on float64, for the lists ``benchmarks/hook_overhead.py`` times."""
+    from predictor.artifacts import read_metadata
+    from predictor.device import DeviceInfo
+    from predictor.features import runtime_feature_matrix
+    from predictor.problem import Problem
+    from predictor.spaces import enumerate_space
+
+    monkeypatch.setattr(lgbm_text, "_SPECIALISE_PAIRS", 0 if specialise else 1 << 62)
+    path = MODELS / "h200-default-lgbm-all" / "model.lgbm.txt"
+    forest, booster = load_text_forest(path), lgb.Booster(model_file=str(path))
+    device = DeviceInfo.from_metadata(read_metadata(path.parent))
+    for m, n, k, dtype in ((333, 1111, 2222, "float16"), (32, 28672, 4096, "bfloat16"), (1, 4096, 4096, "float16")):
+        problem = Problem("mm", m, n, k, dtype)
+        cands = list(enumerate_space(problem, space, device, tma=True))
+        X = runtime_feature_matrix(problem, cands, [None] * len(cands), device)
+        assert X.dtype == np.float32
+        expected = booster.predict(X.astype(np.float64))
+        np.testing.assert_allclose(forest.predict(X), expected, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(forest.predict(X[:1]), expected[:1], rtol=0, atol=1e-9)  # everything constant
+
+
+def test_float32_features_at_the_thresholds_split_as_float64():
+    """A float32 value on either side of a float64 threshold goes the way LightGBM sends it."""
+    path = MODELS / "h200-default-lgbm-all" / "model.lgbm.txt"
+    forest, booster = load_text_forest(path), lgb.Booster(model_file=str(path))
+    split = forest.threshold < np.inf
+    rng = np.random.default_rng(3)
+    rows = []
+    for _ in range(300):
+        slot = rng.choice(np.flatnonzero(split), size=forest.feature.max() + 1)
+        near = forest.threshold[slot].astype(np.float32)
+        near = np.nextafter(near, np.float32(rng.choice([-np.inf, np.inf]))) if rng.random() < 0.5 else near
+        row = rng.uniform(-2, 16, len(forest.feature_names)).astype(np.float32)
+        row[forest.feature[slot]] = near
+        rows.append(row)
+    X = np.array(rows, dtype=np.float32)
+    np.testing.assert_allclose(forest.predict(X), booster.predict(X.astype(np.float64)), rtol=0, atol=1e-9)
+
+
+def test_constant_columns_with_missing_values_follow_lightgbm(tmp_path, monkeypatch):
+    """The specialised walk (constant columns decided once) keeps LightGBM's missing-value rules."""
+    monkeypatch.setattr(lgbm_text, "_SPECIALISE_PAIRS", 0)
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(1500, 4))
+    X[rng.random(X.shape) < 0.2] = np.nan
+    X[rng.random(X.shape) < 0.1] = 0.0
+    y = np.nan_to_num(X[:, 0]) * 2 + np.isnan(X[:, 1]) - (X[:, 2] == 0)
+    for zero_as_missing in (False, True):
+        booster = lgb.train({"objective": "regression", "verbose": -1, "num_leaves": 7,
+                             "zero_as_missing": zero_as_missing, "min_data_in_leaf": 5}, lgb.Dataset(X, y), 20)
+        path = tmp_path / f"m{zero_as_missing}.txt"
+        booster.save_model(str(path))
+        forest = load_text_forest(path)
+        for column, value in ((0, 0.0), (2, 0.0), (1, 0.5), (2, -1.0)):
+            Xc = X.copy()
+            Xc[:, column] = value
+            np.testing.assert_allclose(forest.predict(Xc), booster.predict(Xc), atol=1e-9)
+            np.testing.assert_allclose(forest.predict(Xc.astype(np.float32)),
+                                       booster.predict(Xc.astype(np.float32).astype(np.float64)), atol=1e-9)

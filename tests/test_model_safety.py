@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sklearn.tree import DecisionTreeRegressor, export_text
-from synthetic import METADATA, synthetic_dataset
+from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 import predictor
 from predictor import discovery

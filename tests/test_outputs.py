@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from synthetic import METADATA, synthetic_dataset
+from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 import predictor.artifacts
 import predictor.evaluate
@@ -158,7 +158,7 @@ def test_claims_are_exclusive_between_threads_of_processes(tmp_path):
 def test_an_interrupted_evaluation_leaves_the_old_report_whole(tmp_path, capsys, monkeypatch):
     from predictor.evaluate import evaluate, write_report
     from test_evaluate import ByInductorRank, ByTime
-    from synthetic import DEVICE as DEV
+    from predictor.testing.synthetic import DEVICE as DEV
 
     rows = synthetic_dataset(12, seed=3)
     device = predictor.evaluate.DeviceInfo(**DEV)

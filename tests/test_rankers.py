@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.exceptions import NotFittedError
-from synthetic import METADATA, synthetic_dataset
+from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 from predictor.device import DeviceInfo
 from predictor.rankers import RANKERS, Ranker, make_ranker, top_k

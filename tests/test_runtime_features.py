@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synthetic import METADATA
+from predictor.testing.synthetic import METADATA
 
 from predictor.candidate import CANDIDATE_FIELDS, Candidate, from_template_kwargs
 from predictor.device import DeviceInfo

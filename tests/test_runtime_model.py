@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synthetic import METADATA, synthetic_dataset
+from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 from predictor import policy
 from predictor.artifacts import METADATA_FILE, ModelError, load_model, load_runtime_model, read_metadata, save_model

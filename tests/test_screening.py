@@ -19,7 +19,7 @@ from predictor.candidate import Candidate
 from predictor.problem import Problem
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synthetic import METADATA, synthetic_dataset  # noqa: E402
+from predictor.testing.synthetic import METADATA, synthetic_dataset  # noqa: E402
 
 KERNEL_US = [10.0, 12.0, 29.0, 31.0, 100.0]  # with screen=3: the first three are within 3x of the fastest
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from synthetic import METADATA, synthetic_dataset
+from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 from predictor.artifacts import load_runtime_model, read_metadata, save_model
 from predictor.device import DeviceInfo

@@ -9,7 +9,7 @@ from predictor.schema import write_dataset
 from predictor.train import load_training_rows, train
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synthetic import METADATA, synthetic_dataset  # noqa: E402
+from predictor.testing.synthetic import METADATA, synthetic_dataset  # noqa: E402
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Synthetic datasets in the real schema, for CPU tests of training and evaluation (never shipped as labels)."""
+"""Synthetic datasets in the real schema, for CPU tests and benchmarks (never shipped as labels)."""
 
 from __future__ import annotations
 

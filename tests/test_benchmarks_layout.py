@@ -1,0 +1,19 @@
+"""Benchmarks run as modules of the ``benchmarks`` package (``python -m benchmarks.<name>``): none patches
+``sys.path`` or imports from ``tests/``, and each docstring gives the module command (issue 18)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def test_benchmarks_run_as_modules_without_path_patches():
+    scripts = sorted(p for p in BENCHMARKS.rglob("*.py") if p.name != "__init__.py")
+    assert scripts
+    for path in scripts:
+        text = path.read_text()
+        assert "sys.path.insert" not in text and "sys.path.append" not in text, path
+        assert not re.search(r"^\s*from (tests\.)?synthetic import", text, re.M), path
+        assert "python benchmarks/" not in text, f"{path}: give the command as python -m benchmarks.{path.stem}"
