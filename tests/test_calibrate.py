@@ -171,7 +171,7 @@ def test_fit_takes_the_prefix_labelled_in_time_and_makes_a_model_for_the_new_gpu
     held-out groups left out), saved as a model folder naming the new GPU that the runtime loader accepts."""
     from predictor import calibrate_fit
     from predictor.artifacts import load_runtime_model
-    from synthetic import synthetic_dataset
+    from predictor.testing.synthetic import synthetic_dataset
 
     corpus, base = setup
     parts, clock = tmp_path / "parts", FakeClock()
