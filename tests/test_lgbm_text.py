@@ -27,9 +27,11 @@ def test_shipped_models_score_as_lightgbm(name):
     np.testing.assert_allclose(forest.predict(X), booster.predict(X), rtol=0, atol=1e-9)
 
 
-def test_missing_values_follow_lightgbm(tmp_path):
-    rng = np.random.default_rng(1)
-    X = rng.normal(size=(400, 4))
+def _missing_value_models(tmp_path, rows: int, seed: int):
+    """Rows with NaNs and zeros, and LightGBM models trained on them with and without ``zero_as_missing``, saved as
+    text: yields (X, booster, path)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(rows, 4))
     X[rng.random(X.shape) < 0.2] = np.nan
     X[rng.random(X.shape) < 0.1] = 0.0
     y = np.nan_to_num(X[:, 0]) * 2 + np.isnan(X[:, 1]) - (X[:, 2] == 0)
@@ -38,6 +40,11 @@ def test_missing_values_follow_lightgbm(tmp_path):
                              "zero_as_missing": zero_as_missing, "min_data_in_leaf": 5}, lgb.Dataset(X, y), 20)
         path = tmp_path / f"m{zero_as_missing}.txt"
         booster.save_model(str(path))
+        yield X, booster, path
+
+
+def test_missing_values_follow_lightgbm(tmp_path):
+    for X, booster, path in _missing_value_models(tmp_path, 400, seed=1):
         np.testing.assert_allclose(load_text_forest(path).predict(X), booster.predict(X), atol=1e-9)
 
 
@@ -119,16 +126,7 @@ def test_float32_features_at_the_thresholds_split_as_float64():
 def test_constant_columns_with_missing_values_follow_lightgbm(tmp_path, monkeypatch):
     """The specialised walk (constant columns decided once) keeps LightGBM's missing-value rules."""
     monkeypatch.setattr(lgbm_text, "_SPECIALISE_PAIRS", 0)
-    rng = np.random.default_rng(4)
-    X = rng.normal(size=(1500, 4))
-    X[rng.random(X.shape) < 0.2] = np.nan
-    X[rng.random(X.shape) < 0.1] = 0.0
-    y = np.nan_to_num(X[:, 0]) * 2 + np.isnan(X[:, 1]) - (X[:, 2] == 0)
-    for zero_as_missing in (False, True):
-        booster = lgb.train({"objective": "regression", "verbose": -1, "num_leaves": 7,
-                             "zero_as_missing": zero_as_missing, "min_data_in_leaf": 5}, lgb.Dataset(X, y), 20)
-        path = tmp_path / f"m{zero_as_missing}.txt"
-        booster.save_model(str(path))
+    for X, booster, path in _missing_value_models(tmp_path, 1500, seed=4):
         forest = load_text_forest(path)
         for column, value in ((0, 0.0), (2, 0.0), (1, 0.5), (2, -1.0)):
             Xc = X.copy()
