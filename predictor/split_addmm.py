@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from .candidate import Candidate, from_template_kwargs
-from .inductor_inputs import _operands_key, problem_from_inputs
-from .policy import decide_one, is_aten_choice
+from .inductor_inputs import _operands_key, _tf32_enabled, problem_from_inputs
+from .policy import decide_one, is_aten_choice, out_of_training_range
 from .settings import HookSettings
 
 # the aten choices Inductor offers for addmm, scored in place of the ones offered in the earlier call
@@ -51,6 +51,12 @@ class SplitAddmm:
         except (ValueError, KeyError, AttributeError):
             return []
         problem = problem_from_inputs(kernel_inputs, "addmm")
+        # the gates the aten call's own decision went through (GemmPruner._prune): a dtype or op the model never
+        # saw, float32 under TF32 (never measured) keep the earlier call's cuBLAS choice
+        ranges = pruner.metadata.get("problem_ranges")
+        if (out_of_training_range(ranges, problem, sizes=pruner.settings.min_confidence is not None)
+                or (problem.dtype == "float32" and _tf32_enabled())):
+            return []
         every = [*cands, *_ATEN_ADDMM]
         scores = pruner.scores(problem, every, [None] * len(every))
         if scores.shape != (len(every),) or not np.isfinite(scores).all():
