@@ -1017,3 +1017,24 @@ def test_tf32_read_through_the_per_backend_precision_api():
             "from predictor.inductor_inputs import _tf32_enabled; print(_tf32_enabled())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+def test_a_split_addmm_is_tied_to_the_node_being_lowered(monkeypatch):
+    """Operand names, sizes and strides repeat across graphs: a Triton-only addmm list of another lowering (the model
+    compiled again with aten GEMMs off) must not be taken for the later part of an earlier aten call, which would
+    leave Inductor no choice at all (NoValidChoicesError)."""
+    from predictor import split_addmm
+
+    problem = Problem("addmm", 512, 768, 3072, "float16")
+    a, b = FakeNode((512, 3072), (3072, 1)), FakeNode((3072, 768), (768, 1))
+    triton_call = [c for c in fake_choices(problem) if not c.template.uid.startswith("aten::")]
+    class Node:  # an FX node stand-in (weak-referenceable, as torch.fx.Node is)
+        name = "addmm"
+
+    first, second = Node(), Node()
+    p = pruner(FamilyRanker(1.0), policy="decide", fallback="aten")
+    monkeypatch.setattr(split_addmm, "_lowering_node", lambda: first)
+    p.filter([ktc("aten::addmm"), ktc("aten::bias_addmm")], FakeInputs(a, b, bias=FakeNode((768,), (1,))), "addmm")
+    assert p.filter(triton_call, FakeInputs(a, b, bias=FakeNode((512, 768), (0, 1))), "addmm") == []  # same lowering
+    monkeypatch.setattr(split_addmm, "_lowering_node", lambda: second)
+    assert len(p.filter(triton_call, FakeInputs(a, b, bias=FakeNode((512, 768), (0, 1))), "addmm")) == 1
