@@ -291,10 +291,12 @@ class GemmPruner:
         kept: list[Any] = choices
         fallback: str | None = None
         start = time.perf_counter()
+        later_part = False  # of a split addmm: its aten choice was kept in an earlier call, so a failure keeps nothing
         if choices:
             try:
                 self.load()
-                if self._split_addmm.is_later_part(self.settings, choices, kernel_inputs, op_name):
+                later_part = self._split_addmm.is_later_part(self.settings, choices, kernel_inputs, op_name)
+                if later_part:
                     kept = self._split_addmm.decide(self, choices, kernel_inputs)
                 else:
                     kept = self._prune(choices, kernel_inputs, op_name)
@@ -307,7 +309,7 @@ class GemmPruner:
                 else:
                     log.debug("gemm-predictor: %s; %s (%d choices)", exc, self._fallback_words(), len(choices))
             except Exception as exc:  # the hook must never break a compile
-                kept, fallback = self._fallback(choices), "error"
+                kept, fallback = ([] if later_part else self._fallback(choices)), "error"
                 self._warn_once("error", f"choice filter failed for {op_name} ({type(exc).__name__}: {exc}); "
                                 f"{self._fallback_words()}")
                 log.debug("gemm-predictor: filter failure", exc_info=True)

@@ -154,6 +154,15 @@ def output_feeds_pointwise(node: Any, depth: int = 3) -> bool:
 
 
 def _tf32_enabled() -> bool:
+    """Whether float32 matmuls may run as TF32. ``torch.get_float32_matmul_precision`` raises once the
+    per-backend API (``torch.backends.cuda.matmul.fp32_precision``, torch >= 2.9) was used; that one is read
+    then, and TF32 is assumed when neither can be read (cuBLAS, plain's choice, is kept)."""
     import torch
 
-    return torch.get_float32_matmul_precision() != "highest"
+    try:
+        return torch.get_float32_matmul_precision() != "highest"
+    except RuntimeError:
+        try:
+            return torch.backends.cuda.matmul.fp32_precision == "tf32"
+        except Exception:  # noqa: BLE001 -- unreadable: treat as TF32 on
+            return True

@@ -10,13 +10,14 @@ Inductor then benchmarks against each other: compile time, and its biased benchm
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
 
 from .candidate import Candidate, from_template_kwargs
-from .inductor_inputs import _operands_key, problem_from_inputs
-from .policy import decide_one, is_aten_choice
+from .inductor_inputs import _lowering_node, _operands_key, _tf32_enabled, problem_from_inputs
+from .policy import decide_one, is_aten_choice, out_of_training_range
 from .settings import HookSettings
 
 # the aten choices Inductor offers for addmm, scored in place of the ones offered in the earlier call
@@ -35,10 +36,20 @@ class SplitAddmm:
         if op_name != "addmm" or settings.policy != "decide" or settings.fallback != "aten":
             return False
         key = _operands_key(list(kernel_inputs.nodes()) if hasattr(kernel_inputs, "nodes") else [])
+        # the FX node being lowered ties the calls to one lowering: operand names, sizes and strides repeat across
+        # graphs (the same model compiled again, with aten GEMMs turned off, would otherwise keep no choice at all)
+        node = _lowering_node()
         if any(map(is_aten_choice, choices)):
             self._thread.aten_key = key
+            try:
+                self._thread.aten_node = None if node is None else weakref.ref(node)
+            except TypeError:  # not an FX node: the operands alone
+                self._thread.aten_node = None
             return False
-        return key is not None and getattr(self._thread, "aten_key", None) == key
+        if key is None or getattr(self._thread, "aten_key", None) != key:
+            return False
+        aten_node = getattr(self._thread, "aten_node", None)
+        return aten_node is None or aten_node() is node
 
     def decide(self, pruner: Any, choices: list[Any], kernel_inputs: Any) -> list[Any]:
         """Nothing (the aten choice kept in the earlier call stands, as plain ``torch.compile`` runs it) unless the
@@ -51,6 +62,12 @@ class SplitAddmm:
         except (ValueError, KeyError, AttributeError):
             return []
         problem = problem_from_inputs(kernel_inputs, "addmm")
+        # the gates the aten call's own decision went through (GemmPruner._prune): a dtype or op the model never
+        # saw, float32 under TF32 (never measured) keep the earlier call's cuBLAS choice
+        ranges = pruner.metadata.get("problem_ranges")
+        if (out_of_training_range(ranges, problem, sizes=pruner.settings.min_confidence is not None)
+                or (problem.dtype == "float32" and _tf32_enabled())):
+            return []
         every = [*cands, *_ATEN_ADDMM]
         scores = pruner.scores(problem, every, [None] * len(every))
         if scores.shape != (len(every),) or not np.isfinite(scores).all():

@@ -99,3 +99,37 @@ def test_accumulated_gradients_get_memory_of_their_own_before_each_forward(recor
     model.zero_grad(set_to_none=True)
     compiled(x)  # the usual loop: nothing to move
     assert all(p.grad is None for p in model.parameters())
+
+
+def test_gradient_guard_does_not_rely_on_the_first_parameter(recorded):
+    """The first parameter may get no gradient (a head unused in this forward, a frozen embedding, one unfrozen
+    later): the others' accumulated gradients must still get memory of their own."""
+
+    class WithUnusedHead(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = torch.nn.Linear(8, 2)  # registered first, never used
+            self.body = _mlp()
+
+        def forward(self, x):
+            return self.body(x)
+
+    model, x = WithUnusedHead(), torch.randn(4, 8)
+    compiled = predictor.compile(model)
+    compiled(x).sum().backward()
+    taken_over = [p.grad for p in model.body.parameters()]
+    compiled(x)
+    assert all(p.grad is not g for p, g in zip(model.body.parameters(), taken_over))
+
+    frozen_first = _mlp()
+    for p in frozen_first[0].parameters():
+        p.requires_grad_(False)
+    compiled = predictor.compile(frozen_first)
+    compiled(x).sum().backward()  # the first call takes the parameter list; then the first layer is unfrozen
+    for p in frozen_first[0].parameters():
+        p.requires_grad_(True)
+    frozen_first.zero_grad(set_to_none=True)
+    compiled(x).sum().backward()
+    taken_over = [p.grad for p in frozen_first.parameters()]
+    compiled(x)
+    assert all(p.grad is not g for p, g in zip(frozen_first.parameters(), taken_over))

@@ -976,3 +976,65 @@ def test_decide_keeps_cublas_for_dynamic_shapes(monkeypatch):
     p = pruner(PositionRanker(scores), policy="decide")
     assert p.filter(choices, dynamic, "mm") == [choices[0]]
     assert p.filter(choices, mm_inputs(512, 768, 3072), "mm") == [choices[3]]
+
+
+def test_a_failing_later_addmm_call_keeps_nothing_rather_than_every_triton_kernel(monkeypatch):
+    """The aten choice of a split addmm was kept in the first call; an error in a later call must not fall back
+    to that call's whole Triton list (no aten choice in it), which Inductor would then benchmark (full autotune)."""
+    problem = Problem("addmm", 512, 768, 3072, "float16")
+    a, b = FakeNode((512, 3072), (3072, 1)), FakeNode((3072, 768), (768, 1))
+    triton_call = [c for c in fake_choices(problem) if not c.template.uid.startswith("aten::")]
+    p = pruner(FamilyRanker(3.0), policy="decide", fallback="aten")
+    assert len(p.filter([ktc("aten::addmm"), ktc("aten::bias_addmm")], FakeInputs(a, b, bias=FakeNode((768,), (1,))),
+                        "addmm")) == 1
+    p.ranker = RaisingRanker()
+    p._scores.clear()
+    assert p.filter(triton_call, FakeInputs(a, b, bias=FakeNode((512, 768), (0, 1))), "addmm") == []
+    assert p.stats()["fallbacks"] == {"error": 1}
+
+
+def test_a_later_addmm_call_keeps_cublas_for_float32_under_tf32(monkeypatch):
+    """The split-addmm path applies the aten call's gates: float32 with TF32 on was never measured."""
+    problem = Problem("addmm", 512, 768, 3072, "float32")
+    a, b = FakeNode((512, 3072), (3072, 1), torch.float32), FakeNode((3072, 768), (768, 1), torch.float32)
+    bias_1d, bias_2d = FakeNode((768,), (1,), torch.float32), FakeNode((512, 768), (0, 1), torch.float32)
+    triton_call = [c for c in fake_choices(problem) if not c.template.uid.startswith("aten::")]
+    monkeypatch.setattr(inductor_inputs, "_tf32_enabled", lambda: False)
+    from predictor import split_addmm
+    for tf32, expected in ((False, [triton_call[-1]]), (True, [])):
+        monkeypatch.setattr(split_addmm, "_tf32_enabled", lambda tf32=tf32: tf32)
+        p = pruner(FamilyRanker(3.0), policy="decide", fallback="aten")
+        p.filter([ktc("aten::addmm"), ktc("aten::bias_addmm")], FakeInputs(a, b, bias=bias_1d), "addmm")
+        assert p.filter(triton_call, FakeInputs(a, b, bias=bias_2d), "addmm") == expected
+
+
+def test_tf32_read_through_the_per_backend_precision_api():
+    """torch >= 2.9's ``torch.backends.cuda.matmul.fp32_precision`` makes ``get_float32_matmul_precision`` raise."""
+    import subprocess
+    import sys
+
+    code = ("import torch; torch.backends.cuda.matmul.fp32_precision = 'tf32'; "
+            "from predictor.inductor_inputs import _tf32_enabled; print(_tf32_enabled())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+def test_a_split_addmm_is_tied_to_the_node_being_lowered(monkeypatch):
+    """Operand names, sizes and strides repeat across graphs: a Triton-only addmm list of another lowering (the model
+    compiled again with aten GEMMs off) must not be taken for the later part of an earlier aten call, which would
+    leave Inductor no choice at all (NoValidChoicesError)."""
+    from predictor import split_addmm
+
+    problem = Problem("addmm", 512, 768, 3072, "float16")
+    a, b = FakeNode((512, 3072), (3072, 1)), FakeNode((3072, 768), (768, 1))
+    triton_call = [c for c in fake_choices(problem) if not c.template.uid.startswith("aten::")]
+    class Node:  # an FX node stand-in (weak-referenceable, as torch.fx.Node is)
+        name = "addmm"
+
+    first, second = Node(), Node()
+    p = pruner(FamilyRanker(1.0), policy="decide", fallback="aten")
+    monkeypatch.setattr(split_addmm, "_lowering_node", lambda: first)
+    p.filter([ktc("aten::addmm"), ktc("aten::bias_addmm")], FakeInputs(a, b, bias=FakeNode((768,), (1,))), "addmm")
+    assert p.filter(triton_call, FakeInputs(a, b, bias=FakeNode((512, 768), (0, 1))), "addmm") == []  # same lowering
+    monkeypatch.setattr(split_addmm, "_lowering_node", lambda: second)
+    assert len(p.filter(triton_call, FakeInputs(a, b, bias=FakeNode((512, 768), (0, 1))), "addmm")) == 1
