@@ -18,7 +18,7 @@ What it sets, and why (measured on real models: docs/benchmarks/zoo, "Attributio
   when ``.grad`` was empty autograd keeps that very tensor as ``.grad``; the next forward overwrites the pool,
   so a second backward without zeroing fails ("accessing tensor output of CUDAGraphs that has been overwritten",
   pytorch/pytorch#169545) under ``mode="max-autotune"`` too. ``predictor.compile`` gives such gradients their
-  own memory before each forward of a module (free in the usual zero-then-step loop, where ``.grad`` is None).
+  own memory before each forward of a module (a read of each parameter's ``.grad``; a copy only when accumulating).
 """
 
 from __future__ import annotations
