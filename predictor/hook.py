@@ -109,6 +109,9 @@ class GemmPruner:
         self._uuid: str | None = None
         # called as recorder(kept, kernel_inputs, op_name) with every GEMM's final list (predictor.export); never pickled
         self.recorder: Any = None
+        # opt-in: decision_observer(choices, scores, is_aten, chosen, problem, kernel_inputs, op_name) for every GEMM the
+        # decide policy settles (benchmarks/zoo/in_program.py: its policy.runner_up is timed in the program); never pickled
+        self.decision_observer: Any = None
         # the ranker scores with the device the model was trained for (its measured peaks and bandwidth)
         self.device: DeviceInfo | None = (DeviceInfo.from_metadata(self.metadata) if "device" in self.metadata
                                           else settings.device)
@@ -412,6 +415,11 @@ class GemmPruner:
             is_aten = [c.family == "aten" for c in cands]
             chosen = decide_one(scores, is_aten, self.may_pick_triton(problem, kernel_inputs), s.decide_gap)
             log.debug("gemm-predictor: %s (%s): decided %s of %d", op_name, problem, cands[chosen].key, len(cands))
+            if self.decision_observer is not None:
+                try:  # observing must never break a compile
+                    self.decision_observer(choices, scores, is_aten, chosen, problem, kernel_inputs, op_name)
+                except Exception as exc:  # noqa: BLE001
+                    self._warn_once("observe", f"observing the decision for {op_name} failed ({type(exc).__name__}: {exc})")
             return [choices[chosen]]
 
         # Inductor's scheduler needs a Triton kernel for every hint in config.multi_kernel_hints (it takes the

@@ -128,6 +128,23 @@ def decide_one(scores: np.ndarray, is_aten: Sequence[bool], trusted: bool, min_g
     return best_aten
 
 
+def runner_up(scores: np.ndarray, is_aten: Sequence[bool], chosen: int) -> tuple[int | None, float | None]:
+    """The decision ``decide_one`` did not take, and the score gap behind it: ``(alternative, gap)``.
+
+    The alternative is the best aten candidate when ``chosen`` is not aten, else the model's favourite non-aten
+    (Triton/decompose-K) candidate; ``gap`` = favourite non-aten score - best aten score (what ``min_gap`` is
+    compared with). ``(None, None)`` when one side has no candidate. Why: timing the program with the other side
+    of each decision is how the in-program benchmark checks the policy (benchmarks/zoo/in_program.py)."""
+    scores = np.asarray(scores, dtype=float)
+    is_aten = np.asarray(is_aten, dtype=bool)
+    if is_aten.all() or not is_aten.any():
+        return None, None
+    best_aten = int(np.flatnonzero(is_aten)[np.argmax(scores[is_aten])])
+    best_other = int(np.flatnonzero(~is_aten)[np.argmax(scores[~is_aten])])
+    gap = float(scores[best_other] - scores[best_aten])
+    return (best_other if is_aten[chosen] else best_aten), gap
+
+
 def problem_kind(op: str, dtype: str, layout_a: str, layout_b: str) -> str:
     """The key of a problem's kind in a model's ``problem_ranges.kinds`` (e.g. ``int_mm/int8/row/col``)."""
     return f"{op}/{dtype}/{layout_a}/{layout_b}"

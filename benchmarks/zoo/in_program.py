@@ -1,0 +1,400 @@
+"""In-program agreement (issue 15, item 3): is the hook's pick within 1% of the better side of each decision,
+timed as the whole step of a zoo model?
+
+    PYTHONUNBUFFERED=1 python -m benchmarks.zoo.in_program --models gpt2-decode,whisper-base,llama-train \\
+        --out OUT/in_program --max-gemms 8 --noise-repeats 3 --run-timeout 240 --budget-s 540   # rerun to continue
+    python -m benchmarks.zoo.in_program --out OUT/in_program --report-only
+
+Per model, every run in a fresh process with empty Inductor/Triton caches (as ``run.py``'s workers):
+
+1. ``record``: ``predictor.compile`` and one zoo-worker measurement (``worker.measure``); meanwhile the hook's
+   ``decision_observer`` gets every GEMM the decide policy settles and keeps, keyed by torch's own
+   ``LookupTableChoices.make_lookup_key``, the chosen choice and its runner-up (``policy.runner_up``: cuBLAS when
+   the hook took a Triton/decompose-K kernel, the model's favourite of those when it kept cuBLAS) as lookup-table
+   entries, plus the score gap; ``predictor.export.DecisionRecorder`` keeps the table of all final decisions.
+   Written to ``OUT/tables/<model>.json``.
+2. ``base:<i>`` (``--noise-repeats`` runs): torch with ``LookupTableChoices`` serving that table, compiled with
+   ``predictor.compile``'s backend and options (same CUDA-graph rule), timed as the zoo worker times a step. The
+   spread of these medians is the run-to-run noise.
+3. ``flip:<i>``: the same with one key's entry replaced by its runner-up, for the ``--max-gemms`` keys with the
+   largest ideal time (``features.ideal_time_us``). A key is a problem (sizes, strides, dtypes): repeated layers
+   with the same GEMM flip together, as the hook decides them together.
+
+A GEMM agrees when the hook's step time (median of the base runs) is within ``--tolerance`` (1%) of the better of
+the two. ``OUT/results.json`` is a list of records keyed (model, run), rewritten atomically after every run (GPU,
+torch, triton in each); a rerun skips recorded runs (``--retry-failed`` redoes errors and timeouts).
+``OUT/agreement.json``/``.md``: the figure and the per-GEMM table. Single lane (one GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+from .worker import environment, one_line, write_json
+
+log = logging.getLogger("zoo.in_program")
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA_VERSION = 1
+TOLERANCE = 0.01
+RETRYABLE = ("error", "timeout")
+
+
+# ---------------------------------------------------------------------------------------------
+# Recording the decisions and their runner-ups (the hook's decision_observer)
+# ---------------------------------------------------------------------------------------------
+
+class AlternativeLog:
+    """``GemmPruner.decision_observer``: per lookup key (first decision wins) the chosen and the runner-up entry.
+    ``key_choices``: what keys (default torch's ``LookupTableChoices``; a stand-in in CPU tests)."""
+
+    def __init__(self, key_choices: Any = None) -> None:
+        self.key_choices = key_choices
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.skipped: Counter = Counter()
+
+    def _keyer(self) -> Any:
+        if self.key_choices is None:
+            from torch._inductor.lookup_table import LookupTableChoices
+
+            self.key_choices = LookupTableChoices
+        if isinstance(self.key_choices, type):
+            self.key_choices = self.key_choices()
+        return self.key_choices
+
+    def __call__(self, choices: list[Any], scores: Any, is_aten: list[bool], chosen: int, problem: Any,
+                 kernel_inputs: Any, op_name: str) -> None:
+        from predictor.export import lookup_entry
+        from predictor.policy import runner_up
+
+        key = self._keyer().make_lookup_key(kernel_inputs, op_name, include_device=True)
+        if key is None:
+            self.skipped["no_key"] += 1
+            return
+        if key in self.rows:
+            self.rows[key]["count"] += 1
+            return
+        alternative, gap = runner_up(scores, is_aten, chosen)
+        row = {"key": key, "op_name": op_name, "problem": str(problem), "count": 1,
+               "dims": {f: getattr(problem, f) for f in ("b", "m", "n", "k")}, "dtype": problem.dtype,
+               "out_dtype": problem.out_dtype or problem.dtype, "chosen": lookup_entry(choices[chosen]),
+               "chosen_side": "cublas" if is_aten[chosen] else "triton", "gap": gap, "alternative": None}
+        if alternative is not None:
+            try:
+                row["alternative"] = lookup_entry(choices[alternative])
+            except ValueError as exc:
+                row["alternative_error"] = str(exc)
+        self.rows[key] = row
+
+    def finish(self, device: Any) -> list[dict[str, Any]]:
+        """The rows with each GEMM's ideal time on ``device`` (the model's DeviceInfo; None leaves it out)."""
+        from predictor.features import ideal_time_us
+
+        out = []
+        for row in self.rows.values():
+            d = row["dims"]
+            row["ideal_us"] = (None if device is None else
+                               ideal_time_us(d["b"], d["m"], d["n"], d["k"], row["dtype"], row["out_dtype"], device))
+            out.append(row)
+        return out
+
+
+def select(rows: list[dict[str, Any]], max_gemms: int) -> list[int]:
+    """Indices of the rows to flip: those with a runner-up, largest ideal time first, at most ``max_gemms``."""
+    flippable = [i for i, r in enumerate(rows) if r.get("alternative") is not None]
+    flippable.sort(key=lambda i: -(rows[i].get("ideal_us") or 0.0))
+    return flippable[:max_gemms]
+
+
+def flipped_table(table: dict[str, list], row: dict[str, Any]) -> dict[str, list]:
+    """``table`` with ``row``'s key served by its runner-up alone (a deep copy; the original is untouched)."""
+    if row["key"] not in table:
+        raise ValueError(f"{row['key'][:80]!r} is not in the table: the flip would not apply")
+    out = copy.deepcopy(table)
+    out[row["key"]] = [copy.deepcopy(row["alternative"])]
+    return out
+
+
+def plan(doc: dict[str, Any] | None, max_gemms: int, noise_repeats: int) -> list[str]:
+    """The runs of one model: ``record`` until its document exists, then ``base:<i>`` and ``flip:<row index>``."""
+    if doc is None:
+        return ["record"]
+    return [f"base:{i}" for i in range(noise_repeats)] + [f"flip:{i}" for i in select(doc["rows"], max_gemms)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The phases (one per process)
+# ---------------------------------------------------------------------------------------------
+
+class _Mode:
+    """What ``worker.measure`` needs of a mode: ``name``, ``base``, ``cudagraphs`` (None: detected) and compile."""
+
+    cudagraphs = None
+
+    def __init__(self, name: str, base: str, compile_fn: Callable[[Any], Any]) -> None:
+        self.name, self.base, self.compile = name, base, compile_fn
+
+
+def phase_record(model: str, repeats: int, table_out: Path) -> dict[str, Any]:
+    """Compile with ``predictor.compile``, observe every decision, time the step; write the table document."""
+    import torch
+
+    import predictor
+    from predictor import installing
+    from predictor.export import DecisionRecorder
+
+    from . import models, worker
+
+    zm = models.get(model)
+    recorder, alternatives, holder = DecisionRecorder(), AlternativeLog(), {}
+
+    def compile_(module: Any) -> Any:
+        compiled = predictor.compile(module)
+        pruner = holder["pruner"] = installing._STACK[-1].pruner
+        pruner.recorder, pruner.decision_observer = recorder, alternatives
+        return compiled
+
+    record: dict[str, Any] = {}
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    worker.measure(record, zm, _Mode("hook", "hook", compile_), repeats, device)
+    pruner = holder["pruner"]
+    pruner.recorder = pruner.decision_observer = None
+    table, conflicts = recorder.table()
+    rows = alternatives.finish(pruner.device)
+    mismatched = [r["key"] for r in rows if table.get(r["key"]) != [r["chosen"]]]
+    doc = {"schema_version": SCHEMA_VERSION, "model": model, "table": table, "rows": rows, "conflicts": conflicts,
+           "skipped": {**recorder.skipped, **{f"observer_{k}": v for k, v in alternatives.skipped.items()}},
+           "chosen_not_in_table": mismatched, **environment()}
+    table_out.parent.mkdir(parents=True, exist_ok=True)
+    write_json(str(table_out), doc)
+    record.update(gemm_keys=len(table), decided=len(rows), flippable=sum(r["alternative"] is not None for r in rows),
+                  chosen_not_in_table=len(mismatched))
+    return record
+
+
+def table_compiler(table: dict[str, list]) -> Callable[[Any], Any]:
+    """torch.compile with ``LookupTableChoices`` serving ``table``, on ``predictor.compile``'s backend and options
+    (CUDA graph trees for training graphs only; the accumulated-gradient guard), so only the GEMM choices differ."""
+    def compile_(module: Any) -> Any:
+        import torch
+        from torch._inductor import config
+
+        from benchmarks.export_check import table_choices_class
+        from predictor.compiling import RECOMMENDED_OPTIONS, AccumulatedGradGuard, _inductor_backend
+
+        config.lookup_table.table = table
+        config.inductor_choices_class = table_choices_class()
+        compiled = torch.compile(module, backend=_inductor_backend(dict(RECOMMENDED_OPTIONS), "auto"))
+        if isinstance(compiled, torch.nn.Module):
+            compiled.register_forward_pre_hook(AccumulatedGradGuard())
+        return compiled
+    return compile_
+
+
+def phase_time(model: str, run: str, repeats: int, table_path: Path) -> dict[str, Any]:
+    """One ``base:<i>`` or ``flip:<row>`` run: the recorded table (one entry flipped), timed as the worker times."""
+    import torch
+
+    from benchmarks.export_check import table_choices_class
+
+    from . import models, worker
+
+    doc = json.loads(table_path.read_text())
+    table, record = doc["table"], {}
+    kind, _, index = run.partition(":")
+    if kind == "flip":
+        row = doc["rows"][int(index)]
+        table = flipped_table(table, row)
+        record.update(key=row["key"], flipped_to=row["alternative"].get("template_id"))
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    worker.measure(record, models.get(model), _Mode(run, "table", table_compiler(table)), repeats, device)
+    counts = table_choices_class().counts
+    record.update(lookup_hits=counts["hits"], lookup_misses=counts["misses"], missed=counts["missed"][:20])
+    return record
+
+
+def run_phase(args: argparse.Namespace) -> int:
+    record: dict[str, Any] = {"model": args.model, "run": args.run, "status": "ok", "schema_version": SCHEMA_VERSION}
+    try:
+        record.update(environment())
+        table_path = Path(args.table)
+        if args.run == "record":
+            record.update(phase_record(args.model, args.repeats, table_path))
+        else:
+            record.update(phase_time(args.model, args.run, args.repeats, table_path))
+        if record.get("correct") is False:
+            record["status"] = "wrong"
+    except Exception as exc:  # noqa: BLE001 -- every failure becomes a record
+        traceback.print_exc()
+        record.update(status="error", error=one_line(exc))
+    write_json(args.json_out, record)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The figure
+# ---------------------------------------------------------------------------------------------
+
+def agreement(records: list[dict[str, Any]], docs: dict[str, dict[str, Any]],
+              tolerance: float = TOLERANCE) -> dict[str, Any]:
+    """Per flipped GEMM: the hook's step (median of the base runs' medians) vs the runner-up's; it agrees when
+    within ``tolerance`` of the better one. ``noise``: (max - min) / median of the base runs, per model."""
+    ok = [r for r in records if r.get("status") == "ok" and r.get("step_ms")]
+    gemms, noise = [], {}
+    for model in sorted({r["model"] for r in ok}):
+        base = [r["step_ms"] for r in ok if r["model"] == model and r["run"].startswith("base:")]
+        if not base:
+            continue
+        hook_ms = statistics.median(base)
+        noise[model] = (max(base) - min(base)) / hook_ms if len(base) > 1 else None
+        for r in ok:
+            if r["model"] != model or not r["run"].startswith("flip:"):
+                continue
+            row = docs[model]["rows"][int(r["run"].split(":")[1])]
+            alt_ms, best = r["step_ms"], min(hook_ms, r["step_ms"])
+            gemms.append({"model": model, "problem": row["problem"], "op": row["op_name"], "count": row["count"],
+                          "ideal_us": row.get("ideal_us"), "gap": row["gap"], "hook": row["chosen_side"],
+                          "alternative": row["alternative"].get("template_id"), "hook_ms": hook_ms,
+                          "alternative_ms": alt_ms, "alternative_speedup": hook_ms / alt_ms,
+                          "agrees": hook_ms <= best * (1 + tolerance),
+                          "beyond_noise": noise[model] is not None and abs(alt_ms - hook_ms) / hook_ms > noise[model],
+                          "lookup_misses": r.get("lookup_misses")})
+    share = sum(g["agrees"] for g in gemms) / len(gemms) if gemms else None
+    return {"tolerance": tolerance, "gemms": gemms, "agreement": share, "n": len(gemms), "noise": noise}
+
+
+def markdown(summary: dict[str, Any], env: dict[str, Any]) -> str:
+    share = summary["agreement"]
+    lines = [f"# In-program agreement ({env.get('gpu')}, torch {env.get('torch')}, triton {env.get('triton')})", "",
+             f"Hook's pick within {summary['tolerance']:.0%} of the better side: "
+             f"{'n/a' if share is None else f'{share:.1%}'} of {summary['n']} GEMMs (problem keys).", "",
+             "Noise (base runs, (max-min)/median): " + ", ".join(
+                 f"{m} {'n/a' if v is None else f'{v:.2%}'}" for m, v in summary["noise"].items()), "",
+             "| model | problem | x | ideal us | gap | hook | runner-up | hook ms | runner-up ms | agrees | beyond noise |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for g in summary["gemms"]:
+        lines.append(f"| {g['model']} | {g['problem']} | {g['count']} | {g['ideal_us'] or 0:.1f} | {g['gap']:.2f} | "
+                     f"{g['hook']} | {g['alternative']} | {g['hook_ms']:.4f} | {g['alternative_ms']:.4f} | "
+                     f"{'yes' if g['agrees'] else 'NO'} | {'yes' if g['beyond_noise'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# The runner
+# ---------------------------------------------------------------------------------------------
+
+def spawn(model: str, run: str, out: Path, repeats: int, timeout: float) -> dict[str, Any]:
+    """One run in a fresh process with empty caches; a timeout kills its process group."""
+    tmp = Path(tempfile.mkdtemp(prefix="zoo-inprog-"))
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"), "TRITON_CACHE_DIR": str(tmp / "triton"),
+           "PYTHONUNBUFFERED": "1"}
+    log_path = out / "logs" / re.sub(r"[^A-Za-z0-9._-]+", "_", f"{model}__{run}.log")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "benchmarks.zoo.in_program", "--phase", "--out", str(out), "--model", model,
+           "--run", run, "--repeats", str(repeats), "--table", str(out / "tables" / f"{model}.json"),
+           "--json-out", str(tmp / "record.json")]
+    t0 = time.monotonic()
+    with open(log_path, "w") as logf:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=max(timeout, 1.0))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return {"model": model, "run": run, "status": "timeout", "wall_s": time.monotonic() - t0}
+    try:
+        record = json.loads((tmp / "record.json").read_text())
+    except (OSError, ValueError):
+        record = {"model": model, "run": run, "status": "error", "error": f"no record (exit {proc.returncode})"}
+    record["wall_s"] = time.monotonic() - t0
+    return record
+
+
+def report(out: Path) -> dict[str, Any]:
+    """Rewrite ``agreement.json`` and ``agreement.md`` from ``results.json`` and the tables."""
+    records = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else []
+    docs = {p.stem: json.loads(p.read_text()) for p in (out / "tables").glob("*.json")}
+    summary = agreement(records, docs)
+    env = next((r for r in records if r.get("status") == "ok"), {})
+    summary.update({k: env.get(k) for k in ("gpu", "torch", "triton")})
+    write_json(str(out / "agreement.json"), summary)
+    (out / "agreement.md").write_text(markdown(summary, env))
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default="", help="comma-separated zoo model names")
+    p.add_argument("--out", required=True)
+    p.add_argument("--max-gemms", type=int, default=8, help="flipped GEMMs per model, largest ideal time first")
+    p.add_argument("--noise-repeats", type=int, default=3, help="unflipped runs per model (noise and the hook's time)")
+    p.add_argument("--repeats", type=int, default=50, help="timed steps per run")
+    p.add_argument("--run-timeout", type=float, default=240.0)
+    p.add_argument("--budget-s", type=float, default=None, help="start no run after this many seconds")
+    p.add_argument("--retry-failed", action="store_true")
+    p.add_argument("--report-only", action="store_true")
+    p.add_argument("--phase", action="store_true", help=argparse.SUPPRESS)  # one run in this process (spawn)
+    p.add_argument("--model", help=argparse.SUPPRESS)
+    p.add_argument("--run", help=argparse.SUPPRESS)
+    p.add_argument("--table", help=argparse.SUPPRESS)
+    p.add_argument("--json-out", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    if args.phase:
+        return run_phase(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        from . import models
+
+        names = [m.strip() for m in args.models.split(",") if m.strip()]
+        for name in names:
+            models.get(name)  # an unknown name fails before any run
+        deadline = time.monotonic() + args.budget_s if args.budget_s is not None else None
+        results = out / "results.json"
+        store = {(r["model"], r["run"]): r for r in (json.loads(results.read_text()) if results.exists() else [])}
+        attempted: set[tuple[str, str]] = set()  # each run at most once per call (--retry-failed cannot loop)
+        for name in names:
+            while True:
+                table = out / "tables" / f"{name}.json"
+                doc = json.loads(table.read_text()) if table.exists() else None
+                todo = [r for r in plan(doc, args.max_gemms, args.noise_repeats) if (name, r) not in attempted and (
+                    (name, r) not in store or args.retry_failed and store[(name, r)]["status"] in RETRYABLE)]
+                if not todo or deadline is not None and time.monotonic() >= deadline:
+                    break
+                left = float("inf") if deadline is None else deadline - time.monotonic()
+                run = todo[0]
+                attempted.add((name, run))
+                record = spawn(name, run, out, args.repeats, min(args.run_timeout, left))
+                if record["status"] == "timeout" and left < args.run_timeout:
+                    break  # cut by the budget: not recorded, the next call redoes it
+                store[(name, run)] = record
+                write_json(str(results), list(store.values()))
+                print(f"{name:<18} {run:<10} {record['status']:<8} step {record.get('step_ms') or float('nan'):.4f} ms"
+                      f"  ({record['wall_s']:.0f} s)", flush=True)
+            if deadline is not None and time.monotonic() >= deadline:
+                print("in_program: budget spent: rerun the same command to continue", flush=True)
+                break
+    summary = report(out)
+    share = summary["agreement"]
+    print(f"agreement: {'n/a' if share is None else f'{share:.1%}'} of {summary['n']} GEMMs within "
+          f"{summary['tolerance']:.0%}; noise {summary['noise']}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""The in-program agreement harness (benchmarks/zoo/in_program.py) on CPU: the policy's runner-up, the hook's
+decision observer on stand-in Inductor objects, flipping one table entry, the figure, and the runner end to end on
+tiny-mlp (on a CPU no GEMM reaches the decide policy: the record and base runs and resumption are what run)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from predictor.testing.synthetic import METADATA
+
+from benchmarks.zoo import in_program
+from predictor.compiling import recommended_settings
+from predictor.device import DeviceInfo
+from predictor.hook import GemmPruner
+from predictor.policy import decide_one, runner_up
+from predictor.testing import fakes
+
+DEVICE = DeviceInfo.from_metadata(METADATA)
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_runner_up_is_the_other_side_of_the_decision():
+    scores, is_aten = np.array([1.0, 0.5, 4.0, 2.0]), [True, False, False, False]
+    assert decide_one(scores, is_aten, True, 2.0) == 2 and runner_up(scores, is_aten, 2) == (0, 3.0)
+    assert decide_one(scores, is_aten, True, 3.5) == 0 and runner_up(scores, is_aten, 0) == (2, 3.0)
+    assert runner_up(np.array([1.0, 2.0]), [True, True], 1) == (None, None)
+    assert runner_up(np.array([1.0, 2.0]), [False, False], 1) == (None, None)
+
+
+class FakeKeyer:
+    def make_lookup_key(self, kernel_inputs, op_name, include_device=False):
+        if kernel_inputs.device_type != "cuda":
+            return None
+        return f"GPU+{kernel_inputs.shape}+{op_name}"
+
+
+class ScoreRanker:
+    """aten scores ``aten``; the Triton configs score by position (the last is the favourite, 3.0)."""
+
+    name = "fixed"
+
+    def __init__(self, aten: float) -> None:
+        self.aten = aten
+
+    def score(self, rows, device):
+        return np.where(rows["family"] == "aten", self.aten, np.arange(len(rows), dtype=float))
+
+
+def inputs(m, n, k, device_type="cuda"):
+    x = fakes.mm_inputs(m, n, k, torch.float16)
+    x.shape, x.device_type = (m, n, k), device_type
+    return x
+
+
+def mm_choices():
+    tiles = [(64, 64, 32, 3, 4), (128, 64, 32, 4, 8), (128, 128, 64, 3, 8)]
+    return [fakes.ktc("aten::mm")] + [
+        fakes.ktc("triton::mm", BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_stages=s, num_warps=w, GROUP_M=8)
+        for bm, bn, bk, s, w in tiles]
+
+
+def pruner(aten_score):
+    settings = dataclasses.replace(recommended_settings(), device=DEVICE)
+    return GemmPruner(settings, ranker=ScoreRanker(aten_score), metadata={"device": DEVICE.to_dict()})
+
+
+def test_the_observer_records_each_decision_and_its_runner_up(caplog):
+    choices = mm_choices()
+    log_ = in_program.AlternativeLog(FakeKeyer())
+    p = pruner(aten_score=0.5)  # Triton favourite 3.0 leads cuBLAS by 2.5 >= 2: the hook takes it
+    p.decision_observer = log_
+    assert p.filter(choices, inputs(512, 768, 3072), "mm") == [choices[-1]]
+    assert p.filter(choices, inputs(512, 768, 3072), "mm") == [choices[-1]]  # the same key again: counted
+    p.ranker = ScoreRanker(2.0)  # a lead of 1.0 < 2: cuBLAS stays, the Triton favourite is the runner-up
+    p._scores.clear()
+    assert p.filter(choices, inputs(64, 768, 3072), "mm") == [choices[0]]
+    p.filter(choices, inputs(8, 8, 8, "cpu"), "mm")  # decided (settings.device set), but keyless: not a row
+    assert dict(log_.skipped) == {"no_key": 1}
+    rows = log_.finish(DEVICE)
+    triton_kw = choices[-1].params.to_kwargs()
+    assert [(r["key"], r["count"], r["chosen_side"], r["gap"]) for r in rows] == [
+        ("GPU+(512, 768, 3072)+mm", 2, "triton", 2.5), ("GPU+(64, 768, 3072)+mm", 1, "cublas", 1.0)]
+    assert rows[0]["chosen"] == {"template_id": "triton::mm", **triton_kw}
+    assert rows[0]["alternative"] == {"template_id": "aten::mm"}
+    assert rows[1]["chosen"] == {"template_id": "aten::mm"}
+    assert rows[1]["alternative"] == {"template_id": "triton::mm", **triton_kw}
+    assert rows[0]["ideal_us"] > rows[1]["ideal_us"] > 0 and rows[0]["dims"] == {"b": 1, "m": 512, "n": 768, "k": 3072}
+
+    def broken(*_):
+        raise RuntimeError("boom")
+
+    p.decision_observer = broken
+    with caplog.at_level(logging.WARNING, logger="predictor.hook"):
+        assert p.filter(choices, inputs(64, 768, 3072), "mm") == [choices[0]]  # the decision stands
+        assert p.filter(choices, inputs(32, 768, 3072), "mm") == [choices[0]]
+    assert [m for m in caplog.messages if "boom" in m] == [
+        "gemm-predictor: observing the decision for mm failed (RuntimeError: boom)"]
+
+
+def _rows():
+    return [{"key": "k1", "alternative": {"template_id": "aten::mm"}, "ideal_us": 5.0},
+            {"key": "k2", "alternative": None, "ideal_us": 50.0},
+            {"key": "k3", "alternative": {"template_id": "triton::mm", "BLOCK_M": 64}, "ideal_us": 20.0},
+            {"key": "k4", "alternative": {"template_id": "aten::mm"}, "ideal_us": None}]
+
+
+def test_selection_flip_and_plan():
+    rows = _rows()
+    assert in_program.select(rows, 8) == [2, 0, 3] and in_program.select(rows, 2) == [2, 0]
+    table = {"k1": [{"template_id": "triton::mm", "BLOCK_M": 128}], "k3": [{"template_id": "aten::mm"}],
+             "other": [{"template_id": "aten::mm"}]}
+    flipped = in_program.flipped_table(table, rows[2])
+    assert flipped == {**table, "k3": [{"template_id": "triton::mm", "BLOCK_M": 64}]}
+    assert table["k3"] == [{"template_id": "aten::mm"}]  # untouched
+    flipped["k3"][0]["BLOCK_M"] = 1
+    assert rows[2]["alternative"]["BLOCK_M"] == 64
+    with pytest.raises(ValueError, match="not in the table"):
+        in_program.flipped_table(table, rows[3])
+    assert in_program.plan(None, 8, 3) == ["record"]
+    assert in_program.plan({"rows": rows}, 2, 2) == ["base:0", "base:1", "flip:2", "flip:0"]
+
+
+def test_agreement_and_its_table():
+    rows = [{**r, "problem": r["key"], "op_name": "mm", "count": 1, "gap": 1.0, "chosen_side": "cublas"}
+            for r in _rows()]
+    rec = lambda run, ms, status="ok": {"model": "m", "run": run, "step_ms": ms, "status": status}  # noqa: E731
+    records = [rec("record", 1.0), rec("base:0", 1.00), rec("base:1", 1.004), rec("base:2", 0.998),
+               rec("flip:0", 1.02), rec("flip:2", 0.95), rec("flip:3", 0.995), rec("flip:1", None, "error")]
+    s = in_program.agreement(records, {"m": {"rows": rows}})
+    assert s["n"] == 3 and s["agreement"] == pytest.approx(2 / 3)
+    assert s["noise"]["m"] == pytest.approx(0.006)
+    by = {g["problem"]: g for g in s["gemms"]}
+    assert by["k1"]["agrees"] and by["k1"]["beyond_noise"] and by["k1"]["hook_ms"] == 1.0
+    assert not by["k3"]["agrees"] and by["k3"]["alternative"] == "triton::mm"
+    assert by["k4"]["agrees"] and not by["k4"]["beyond_noise"]  # 0.5% faster: inside 1% and inside the noise
+    md = in_program.markdown(s, {"gpu": "NVIDIA H100", "torch": "2.11", "triton": "3.6"})
+    assert "66.7% of 3 GEMMs" in md and "NVIDIA H100" in md and md.count("| NO |") == 1
+
+
+def test_runner_end_to_end_on_cpu_and_resumes(tmp_path):
+    env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    cmd = [sys.executable, "-m", "benchmarks.zoo.in_program", "--models", "tiny-mlp", "--out", str(tmp_path),
+           "--noise-repeats", "1", "--repeats", "3"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = json.loads((tmp_path / "results.json").read_text())
+    assert [(r["run"], r["status"]) for r in records] == [("record", "ok"), ("base:0", "ok")], records
+    assert all(r["torch"] == torch.__version__ and "triton" in r and "gpu" in r for r in records)
+    doc = json.loads((tmp_path / "tables" / "tiny-mlp.json").read_text())
+    assert doc["rows"] == [] and doc["table"] == {}  # CPU GEMMs: no lookup key, not decided
+    assert records[1]["lookup_hits"] == 0 and records[0]["hook_stats"]["gemms_seen"] >= 2  # empty table: misses
+    summary = json.loads((tmp_path / "agreement.json").read_text())
+    assert summary["n"] == 0 and summary["agreement"] is None and (tmp_path / "agreement.md").exists()
+    again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=60)
+    assert again.returncode == 0 and "record" not in again.stdout.split("agreement:")[0]  # nothing rerun
+    assert json.loads((tmp_path / "results.json").read_text()) == records
