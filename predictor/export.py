@@ -64,6 +64,16 @@ def lookup_entry(ktc: Any, template_hash: bool = True) -> dict[str, Any]:
     return entry
 
 
+def lookup_keyer(key_choices: Any = None) -> Any:
+    """The ``LookupTableChoices`` instance whose ``make_lookup_key`` keys table entries: torch's own by default, or
+    the (sub)class or instance given (a stand-in in CPU tests)."""
+    if key_choices is None:
+        from torch._inductor.lookup_table import LookupTableChoices
+
+        key_choices = LookupTableChoices
+    return key_choices() if isinstance(key_choices, type) else key_choices
+
+
 class DecisionRecorder:
     """``GemmPruner.recorder``: keys every GEMM's final choices with torch's own ``make_lookup_key`` and keeps them
     as lookup-table entries. ``key_choices``: the ``LookupTableChoices`` (sub)class or instance whose key is used
@@ -77,12 +87,7 @@ class DecisionRecorder:
         self.skipped: Counter = Counter()  # no_key (not a CUDA GEMM), unserializable
 
     def _keyer(self) -> Any:
-        if self.key_choices is None:
-            from torch._inductor.lookup_table import LookupTableChoices
-
-            self.key_choices = LookupTableChoices
-        if isinstance(self.key_choices, type):
-            self.key_choices = self.key_choices()
+        self.key_choices = lookup_keyer(self.key_choices)
         return self.key_choices
 
     def __call__(self, kept: list[Any], kernel_inputs: Any, op_name: str) -> None:

@@ -68,12 +68,9 @@ class AlternativeLog:
         self.skipped: Counter = Counter()
 
     def _keyer(self) -> Any:
-        if self.key_choices is None:
-            from torch._inductor.lookup_table import LookupTableChoices
+        from predictor.export import lookup_keyer
 
-            self.key_choices = LookupTableChoices
-        if isinstance(self.key_choices, type):
-            self.key_choices = self.key_choices()
+        self.key_choices = lookup_keyer(self.key_choices)
         return self.key_choices
 
     def __call__(self, choices: list[Any], scores: Any, is_aten: list[bool], chosen: int, problem: Any,
