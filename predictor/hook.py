@@ -278,8 +278,7 @@ class GemmPruner:
     def stats(self) -> dict[str, Any]:
         """Counters since install: GEMMs seen, pruned or passed through, choices kept/considered, and
         ``fallbacks`` by reason (no_model, not_cuda, unknown_op, untrained_kind, unknown_template, out_of_distribution,
-        tf32,
-        low_confidence (widened, may still prune), error, empty, slow), ``overridden`` (benchmark picks replaced,
+        tf32, low_confidence (widened, may still prune), error, empty, slow), ``overridden`` (benchmark picks replaced,
         ``override_gap``), and the filter's own time per GEMM (``filter_ms_median``, ``filter_ms_max``)."""
         with self._lock:
             out: dict[str, Any] = {key: int(self._stats[key]) for key in _STAT_KEYS}
