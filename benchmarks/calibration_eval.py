@@ -21,6 +21,7 @@ import pandas as pd
 
 from predictor.artifacts import load_model
 from predictor.calibrate_fit import base_training_rows, fit_calibrated
+from predictor.calibration import Ledger
 from predictor.device import DeviceInfo
 from predictor.schema import read_dataset
 from predictor.split import in_groups
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     base_rows, base_device, held_out = base_training_rows(args.base_model)
     test = rows[in_groups(rows, held_out)]
     train = rows[~in_groups(rows, held_out)]
-    labelled = json.loads(Path(args.ledger).read_text())["labelled"]  # problem_id -> calibration seconds
+    labelled = Ledger(Path(args.ledger).parent.parent).labelled  # problem_id -> calibration seconds
 
     def score(name: str, model, minutes, problems) -> dict:
         m = evaluate_ranker(model, test, device)

@@ -26,7 +26,7 @@ import pandas as pd
 
 from .artifacts import read_metadata
 from .device import DeviceInfo
-from .features import FEATURE_NAMES, feature_matrix
+from .features import feature_matrix
 from .rankers import make_ranker
 from .rankers._common import training_rows
 from .schema import read_dataset
@@ -69,15 +69,9 @@ def fit_calibrated(new_rows: pd.DataFrame, new_device: DeviceInfo, base_rows: pd
         if base_rows is None or base_device is None:
             raise ValueError("method 'union' needs the base GPU's rows and device")
         parts.append(_labelled_matrix(base_rows, base_device, "base"))
-    X = np.vstack([p[0] for p in parts])
-    log2_ratio = np.concatenate([p[1] for p in parts])
-    rows = pd.concat([p[2] for p in parts], ignore_index=True)
-    order = np.argsort(rows["problem_id"].to_numpy(dtype=object), kind="stable")  # query groups: runs of rows
-    model = make_ranker("lgbm_rank", seed=seed)
-    model.booster_ = model._fit_booster(np.ascontiguousarray(X[order]), log2_ratio[order], rows.iloc[order])
-    model.feature_names_in_ = list(FEATURE_NAMES)
-    model.n_features_in_ = len(FEATURE_NAMES)
-    return model
+    return make_ranker("lgbm_rank", seed=seed).fit_features(
+        np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+        pd.concat([p[2] for p in parts], ignore_index=True))
 
 
 def new_gpu_rows(parts: str | Path, minutes: float | None) -> tuple[pd.DataFrame, DeviceInfo, dict[str, float]]:
@@ -85,11 +79,10 @@ def new_gpu_rows(parts: str | Path, minutes: float | None) -> tuple[pd.DataFrame
     from .calibration import labelled_within
 
     labelled = labelled_within(parts, minutes)
-    frames = [read_dataset(p) for p in sorted(Path(parts).glob("*.parquet"))]
-    if not frames:
+    if not any(Path(parts).glob("*.parquet")):
         raise ValueError(f"{parts}: no labelled parts to fit on")
-    meta = frames[0].attrs.get("metadata", {})
-    rows = pd.concat(frames, ignore_index=True)
+    rows = read_dataset(parts)  # the folder of parts, checked as merge checks it
+    meta = rows.attrs.get("metadata", {})
     rows = rows[rows["problem_id"].isin(set(labelled))].reset_index(drop=True)
     try:
         device = DeviceInfo.from_metadata(meta)

@@ -93,8 +93,6 @@ def compile(model: Any, *, cudagraphs: bool | str = "auto", predictor_model: str
 
     The hook is installed process-wide (``predictor.stats()`` counts its decisions; ``predictor.uninstall()``
     removes it); compiling several models with the same settings shares one hook."""
-    import torch
-
     for refused in ("mode", "backend"):
         if refused in torch_compile_kwargs:
             raise ValueError(f"predictor.compile sets its own Inductor backend and options; pass options=..., "
@@ -108,7 +106,17 @@ def compile(model: Any, *, cudagraphs: bool | str = "auto", predictor_model: str
     settings = recommended_settings(predictor_model, decide_gap, fallback)
     if not (installing._STACK and installing._STACK[-1].pruner.settings == settings):
         installing.install_settings(settings)
-    compiled = torch.compile(model, backend=_inductor_backend(merged, cudagraphs), **torch_compile_kwargs)
+    return compile_without_hook(model, merged, cudagraphs, **torch_compile_kwargs)
+
+
+def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool | str = "auto",
+                         **torch_compile_kwargs: Any) -> Any:
+    """What ``predictor.compile`` compiles with, the hook aside: Inductor with ``options``, CUDA graph trees decided
+    per graph, and the accumulated-gradient guard on a module. Whatever chooses the GEMMs is the caller's (the
+    installed hook, or a lookup table in ``benchmarks/zoo/in_program.py``)."""
+    import torch
+
+    compiled = torch.compile(model, backend=_inductor_backend(options, cudagraphs), **torch_compile_kwargs)
     if cudagraphs is not False and isinstance(compiled, torch.nn.Module):
         compiled.register_forward_pre_hook(AccumulatedGradGuard())
     return compiled

@@ -187,18 +187,14 @@ def table_compiler(table: dict[str, list]) -> Callable[[Any], Any]:
     """torch.compile with ``LookupTableChoices`` serving ``table``, on ``predictor.compile``'s backend and options
     (CUDA graph trees for training graphs only; the accumulated-gradient guard), so only the GEMM choices differ."""
     def compile_(module: Any) -> Any:
-        import torch
         from torch._inductor import config
 
         from benchmarks.export_check import table_choices_class
-        from predictor.compiling import RECOMMENDED_OPTIONS, AccumulatedGradGuard, _inductor_backend
+        from predictor.compiling import RECOMMENDED_OPTIONS, compile_without_hook
 
         config.lookup_table.table = table
         config.inductor_choices_class = table_choices_class()
-        compiled = torch.compile(module, backend=_inductor_backend(dict(RECOMMENDED_OPTIONS), "auto"))
-        if isinstance(compiled, torch.nn.Module):
-            compiled.register_forward_pre_hook(AccumulatedGradGuard())
-        return compiled
+        return compile_without_hook(module, dict(RECOMMENDED_OPTIONS))
     return compile_
 
 

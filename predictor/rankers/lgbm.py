@@ -59,8 +59,14 @@ class _LGBMBase(RankerBase):
         # group by problem: LightGBM's query groups are runs of consecutive rows
         order = np.argsort(fit_rows["problem_id"].to_numpy(dtype=object), kind="stable")
         fit_rows, log2_ratio = fit_rows.iloc[order], log2_ratio[order]
-        X = feature_matrix(fit_rows, device)
-        self.booster_ = self._fit_booster(np.ascontiguousarray(X), log2_ratio, fit_rows)
+        return self.fit_features(feature_matrix(fit_rows, device), log2_ratio, fit_rows)
+
+    def fit_features(self, X: np.ndarray, log2_ratio: np.ndarray, rows: pd.DataFrame) -> "_LGBMBase":
+        """Fit on a feature matrix already built, with each row's log2(time / its problem's best) and the rows
+        (their ``problem_id`` makes the query groups): how ``predictor.calibrate_fit`` fits rows of two GPUs,
+        each with its own device features."""
+        order = np.argsort(rows["problem_id"].to_numpy(dtype=object), kind="stable")  # a no-op after fit's sort
+        self.booster_ = self._fit_booster(np.ascontiguousarray(X[order]), log2_ratio[order], rows.iloc[order])
         self.feature_names_in_ = list(FEATURE_NAMES)
         self.n_features_in_ = len(FEATURE_NAMES)
         return self
