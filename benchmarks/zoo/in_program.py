@@ -23,7 +23,9 @@ Per model, every run in a fresh process with empty Inductor/Triton caches (as ``
 A GEMM agrees when the hook's step time (median of the base runs) is within ``--tolerance`` (1%) of the better of
 the two. ``OUT/results.json`` is a list of records keyed (model, run), rewritten atomically after every run (GPU,
 torch, triton in each); a rerun skips recorded runs (``--retry-failed`` redoes errors and timeouts).
-``OUT/agreement.json``/``.md``: the figure and the per-GEMM table. Single lane (one GPU).
+``OUT/agreement.json``/``.md``: the figure and the per-GEMM table. ``--lanes N`` runs N processes at once on
+the one GPU; only their compiles overlap (the timed part holds ``OUT/gpu.lock``), and the base runs' spread
+shows whether the overlap costs precision.
 """
 
 from __future__ import annotations
@@ -39,13 +41,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from .worker import environment, one_line, write_json
+from .worker import GPU_LOCK_ENV, environment, one_line, write_json
 
 log = logging.getLogger("zoo.in_program")
 REPO = Path(__file__).resolve().parents[2]
@@ -291,10 +295,11 @@ def markdown(summary: dict[str, Any], env: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 def spawn(model: str, run: str, out: Path, repeats: int, timeout: float) -> dict[str, Any]:
-    """One run in a fresh process with empty caches; a timeout kills its process group."""
+    """One run in a fresh process with empty caches; a timeout kills its process group. Parallel runs (``--lanes``)
+    share ``OUT/gpu.lock``: their compiles overlap, their timings never do (``worker.timing_lock``)."""
     tmp = Path(tempfile.mkdtemp(prefix="zoo-inprog-"))
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"), "TRITON_CACHE_DIR": str(tmp / "triton"),
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", GPU_LOCK_ENV: str(out / "gpu.lock")}
     log_path = out / "logs" / re.sub(r"[^A-Za-z0-9._-]+", "_", f"{model}__{run}.log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "benchmarks.zoo.in_program", "--phase", "--out", str(out), "--model", model,
@@ -315,6 +320,42 @@ def spawn(model: str, run: str, out: Path, repeats: int, timeout: float) -> dict
         record = {"model": model, "run": run, "status": "error", "error": f"no record (exit {proc.returncode})"}
     record["wall_s"] = time.monotonic() - t0
     return record
+
+
+def run_all(names: list[str], out: Path, args: argparse.Namespace) -> None:
+    """Every model's missing runs, ``args.lanes`` at a time: first the ``record`` runs (they write the tables the
+    other runs read), then all ``base``/``flip`` runs. Results are saved after every run; no run starts after the
+    budget, and one the budget cut short is not recorded (the next call redoes it)."""
+    deadline = time.monotonic() + args.budget_s if args.budget_s is not None else None
+    results = out / "results.json"
+    store = {(r["model"], r["run"]): r for r in (json.loads(results.read_text()) if results.exists() else [])}
+    lock = threading.Lock()
+
+    def todo(name: str) -> list[str]:
+        table = out / "tables" / f"{name}.json"
+        doc = json.loads(table.read_text()) if table.exists() else None
+        return [r for r in plan(doc, args.max_gemms, args.noise_repeats) if (name, r) not in store
+                or args.retry_failed and store[(name, r)]["status"] in RETRYABLE]
+
+    def one(name: str, run: str) -> None:
+        left = float("inf") if deadline is None else deadline - time.monotonic()
+        if left <= 0:
+            return
+        record = spawn(name, run, out, args.repeats, min(args.run_timeout, left))
+        if record["status"] == "timeout" and left < args.run_timeout:
+            return  # cut by the budget
+        with lock:
+            store[(name, run)] = record
+            write_json(str(results), list(store.values()))
+        print(f"{name:<18} {run:<10} {record['status']:<8} step {record.get('step_ms') or float('nan'):.4f} ms"
+              f"  ({record['wall_s']:.0f} s)", flush=True)
+
+    for stage in ("record", "timed"):
+        jobs = [(name, run) for name in names for run in todo(name) if (run == "record") == (stage == "record")]
+        with ThreadPoolExecutor(max_workers=max(1, args.lanes)) as pool:
+            list(pool.map(lambda job: one(*job), jobs))
+    if deadline is not None and time.monotonic() >= deadline:
+        print("in_program: budget spent: rerun the same command to continue", flush=True)
 
 
 def report(out: Path) -> dict[str, Any]:
@@ -338,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=50, help="timed steps per run")
     p.add_argument("--run-timeout", type=float, default=240.0)
     p.add_argument("--budget-s", type=float, default=None, help="start no run after this many seconds")
+    p.add_argument("--lanes", type=int, default=1,
+                   help="runs at once on the one GPU: compiles overlap, timings take turns (a file lock)")
     p.add_argument("--retry-failed", action="store_true")
     p.add_argument("--report-only", action="store_true")
     p.add_argument("--phase", action="store_true", help=argparse.SUPPRESS)  # one run in this process (spawn)
@@ -357,31 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         names = [m.strip() for m in args.models.split(",") if m.strip()]
         for name in names:
             models.get(name)  # an unknown name fails before any run
-        deadline = time.monotonic() + args.budget_s if args.budget_s is not None else None
-        results = out / "results.json"
-        store = {(r["model"], r["run"]): r for r in (json.loads(results.read_text()) if results.exists() else [])}
-        attempted: set[tuple[str, str]] = set()  # each run at most once per call (--retry-failed cannot loop)
-        for name in names:
-            while True:
-                table = out / "tables" / f"{name}.json"
-                doc = json.loads(table.read_text()) if table.exists() else None
-                todo = [r for r in plan(doc, args.max_gemms, args.noise_repeats) if (name, r) not in attempted and (
-                    (name, r) not in store or args.retry_failed and store[(name, r)]["status"] in RETRYABLE)]
-                if not todo or deadline is not None and time.monotonic() >= deadline:
-                    break
-                left = float("inf") if deadline is None else deadline - time.monotonic()
-                run = todo[0]
-                attempted.add((name, run))
-                record = spawn(name, run, out, args.repeats, min(args.run_timeout, left))
-                if record["status"] == "timeout" and left < args.run_timeout:
-                    break  # cut by the budget: not recorded, the next call redoes it
-                store[(name, run)] = record
-                write_json(str(results), list(store.values()))
-                print(f"{name:<18} {run:<10} {record['status']:<8} step {record.get('step_ms') or float('nan'):.4f} ms"
-                      f"  ({record['wall_s']:.0f} s)", flush=True)
-            if deadline is not None and time.monotonic() >= deadline:
-                print("in_program: budget spent: rerun the same command to continue", flush=True)
-                break
+        run_all(names, out, args)
     summary = report(out)
     share = summary["agreement"]
     print(f"agreement: {'n/a' if share is None else f'{share:.1%}'} of {summary['n']} GEMMs within "

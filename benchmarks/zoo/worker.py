@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import fcntl
 import json
 import logging
 import math
@@ -67,6 +68,26 @@ def environment() -> dict[str, Any]:
             "cc": ".".join(map(str, torch.cuda.get_device_capability())) if cuda else None,
             "torch": torch.__version__, "triton": _version("triton"), "transformers": _version("transformers"),
             "timm": _version("timm"), "python": platform.python_version(), **tf32}
+
+
+# A file that parallel runs lock while they time (in_program.py --lanes): compiles overlap, timings never do.
+GPU_LOCK_ENV = "ZOO_GPU_LOCK"
+
+
+class timing_lock:
+    """Exclusive hold of ``$ZOO_GPU_LOCK`` (a no-op when unset) for the timed part of a run."""
+
+    def __enter__(self) -> "timing_lock":
+        path = os.environ.get(GPU_LOCK_ENV)
+        self.file = open(path, "a") if path else None  # noqa: SIM115 -- closed in __exit__
+        if self.file:
+            fcntl.flock(self.file, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.file:
+            fcntl.flock(self.file, fcntl.LOCK_UN)
+            self.file.close()
 
 
 def _sync(device: torch.device) -> None:
@@ -192,6 +213,18 @@ def measure(record: dict[str, Any], zm: models.ZooModel, mode: modes.Mode, repea
     detected = device.type == "cuda" and modes.cudagraph_trees_used(torch.cuda.current_device())
     record["cudagraph_trees_detected"] = detected
     trees = device.type == "cuda" and (detected or bool(mode.cudagraphs))  # Inductor has no graphs on CPU
+    with timing_lock():
+        _time_and_census(record, zm, step, trees, repeats, device)
+    if mode.base == "hook":
+        import predictor
+        record["hook_stats"] = predictor.stats()
+    if record["correct"] is False:
+        record["status"] = "wrong"
+
+
+def _time_and_census(record: dict[str, Any], zm: models.ZooModel, step: Callable[[], Any], trees: bool,
+                     repeats: int, device: torch.device) -> None:
+    """Warm up, time the step (CUDA-graph replay for inference where trees did not capture), kernel census."""
     for _ in range(WARMUP):
         step()
     _sync(device)
@@ -217,11 +250,6 @@ def measure(record: dict[str, Any], zm: models.ZooModel, mode: modes.Mode, repea
             record["census"] = profile_census(step)
         except Exception as exc:  # noqa: BLE001 - the census is extra; never fail a run for it
             record["census"] = {"error": one_line(exc)}
-    if mode.base == "hook":
-        import predictor
-        record["hook_stats"] = predictor.stats()
-    if record["correct"] is False:
-        record["status"] = "wrong"
 
 
 def run(model: str, mode_text: str, repeats: int = 50) -> dict[str, Any]:
