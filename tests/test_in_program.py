@@ -181,3 +181,22 @@ def test_timing_lock_is_exclusive_across_open_files(tmp_path, monkeypatch):
     monkeypatch.delenv(GPU_LOCK_ENV)
     with timing_lock() as held:  # unset: nothing to lock
         assert held.file is None
+
+
+def test_a_paired_record_stands_for_base_and_flip_runs():
+    from benchmarks.zoo.in_program import agreement, paired_as_runs
+
+    row = {"problem": "p", "op_name": "mm", "count": 1, "ideal_us": 3.0, "gap": -1.0, "chosen_side": "cublas",
+           "alternative": {"template_id": "triton::mm"}}
+    paired = {"model": "m", "run": "paired", "status": "ok", "step_ms": 1.0,
+              "variants": {"base": {"step_ms": 1.0, "round_ms": [0.99, 1.0, 1.01]},
+                           "flip:0": {"step_ms": 0.95, "misses": 0}, "flip:1": {"step_ms": 1.005, "misses": 0}}}
+    runs = paired_as_runs(paired)
+    assert [r["run"] for r in runs] == ["base:0", "base:1", "base:2", "flip:0", "flip:1"]
+    stale = {"model": "m", "run": "base:0", "status": "ok", "step_ms": 5.0}  # a separate-process run: superseded
+    summary = agreement([stale, paired], {"m": {"rows": [row, {**row, "gap": 0.5}]}})
+    assert summary["noise"]["m"] == pytest.approx(0.02)
+    first, second = summary["gemms"]
+    assert first["hook_ms"] == 1.0 and first["alternative_ms"] == 0.95 and not first["agrees"] and first["beyond_noise"]
+    assert second["agrees"] and not second["beyond_noise"]  # 0.5% slower flip: within noise, hook agrees
+    assert summary["agreement"] == 0.5

@@ -25,12 +25,15 @@ the two. ``OUT/results.json`` is a list of records keyed (model, run), rewritten
 torch, triton in each); a rerun skips recorded runs (``--retry-failed`` redoes errors and timeouts).
 ``OUT/agreement.json``/``.md``: the figure and the per-GEMM table. ``--lanes N`` runs N processes at once on
 the one GPU; only their compiles overlap (the timed part holds ``OUT/gpu.lock``), and the base runs' spread
-shows whether the overlap costs precision.
+shows whether the overlap costs precision (measured on an H100 with 3 lanes: 0.6-5.7%, too much for a 1% figure).
+``--paired`` (inference models): one ``paired`` run per model compiles the base and every flipped table in one
+process and replays their CUDA graphs in turns (``phase_paired``), a paired comparison.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import logging
@@ -130,10 +133,13 @@ def flipped_table(table: dict[str, list], row: dict[str, Any]) -> dict[str, list
     return out
 
 
-def plan(doc: dict[str, Any] | None, max_gemms: int, noise_repeats: int) -> list[str]:
-    """The runs of one model: ``record`` until its document exists, then ``base:<i>`` and ``flip:<row index>``."""
+def plan(doc: dict[str, Any] | None, max_gemms: int, noise_repeats: int, paired: bool = False) -> list[str]:
+    """The runs of one model: ``record`` until its document exists, then either one ``paired`` run or
+    ``base:<i>`` and ``flip:<row index>`` runs."""
     if doc is None:
         return ["record"]
+    if paired:
+        return ["paired"]
     return [f"base:{i}" for i in range(noise_repeats)] + [f"flip:{i}" for i in select(doc["rows"], max_gemms)]
 
 
@@ -224,6 +230,66 @@ def phase_time(model: str, run: str, repeats: int, table_path: Path) -> dict[str
     return record
 
 
+def phase_paired(model: str, repeats: int, table_path: Path, max_gemms: int, rounds: int) -> dict[str, Any]:
+    """The base table and each flipped table compiled in this one process, each step captured in a CUDA graph,
+    then replayed in turns (``rounds`` rounds of ``repeats`` replays each, the order rotating per round).
+
+    Why: timed in separate processes, two runs of the same table differ by 1-6% on a shared host, more than most
+    decisions are worth; replays interleaved in one process see the same clocks and the same neighbours, so the
+    comparison is paired. Inference models only (a training step mutates its weights)."""
+    import torch
+    from torch._inductor import config
+
+    from benchmarks.export_check import table_choices_class
+
+    from . import models, worker
+
+    zm = models.get(model)
+    if zm.kind != "infer":
+        raise ValueError(f"{model}: paired timing needs an inference model (kind {zm.kind!r})")
+    if not torch.cuda.is_available():
+        raise RuntimeError("paired timing captures CUDA graphs: no CUDA device")
+    doc = json.loads(table_path.read_text())
+    flips = select(doc["rows"], max_gemms)
+    variants = {"base": doc["table"], **{f"flip:{i}": flipped_table(doc["table"], doc["rows"][i]) for i in flips}}
+    device = torch.device("cuda")
+    module, inputs, _ = zm.build(device)
+    module.eval()
+    amp = (lambda: torch.autocast("cuda", dtype=zm.amp_dtype)) if zm.amp_dtype else contextlib.nullcontext
+    config.force_disable_caches = True  # each variant compiles afresh, never from the previous variant's code
+    graphs, lookups, outputs = {}, {}, {}
+    for name, table in variants.items():
+        torch._dynamo.reset()
+        table_choices_class().counts.update(hits=0, misses=0, missed=[])  # counts per variant
+        compiled = table_compiler(table)(module)
+
+        def step(compiled: Any = compiled) -> Any:
+            with torch.no_grad(), amp():
+                return compiled(*inputs)
+        outputs[name] = step().detach().float().clone()
+        graphs[name] = worker.capture(step)
+        counts = table_choices_class().counts
+        lookups[name] = {"hits": counts["hits"], "misses": counts["misses"]}
+        log.info("captured %s (%d lookup hits, %d misses)", name, counts["hits"], counts["misses"])
+    samples: dict[str, list[list[float]]] = {name: [] for name in graphs}
+    names = list(graphs)
+    with worker.timing_lock():
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                for _ in range(worker.WARMUP):
+                    graphs[name].replay()
+                samples[name].append(worker.step_times_ms(graphs[name].replay, repeats, device))
+    ref = outputs["base"]
+    variants_out = {name: {"step_ms": statistics.median([t for rnd in samples[name] for t in rnd]),
+                           "round_ms": [statistics.median(rnd) for rnd in samples[name]],
+                           "rel_diff_vs_base": worker.errors(outputs[name], ref)[1], **lookups[name]}
+                    for name in names}
+    base_rounds = variants_out["base"]["round_ms"]
+    return {"variants": variants_out, "rounds": rounds, "repeats": repeats, "step_ms": variants_out["base"]["step_ms"],
+            "noise": (max(base_rounds) - min(base_rounds)) / statistics.median(base_rounds),
+            "lookup_misses": sum(v["misses"] for v in lookups.values())}
+
+
 def run_phase(args: argparse.Namespace) -> int:
     record: dict[str, Any] = {"model": args.model, "run": args.run, "status": "ok", "schema_version": SCHEMA_VERSION}
     try:
@@ -231,6 +297,8 @@ def run_phase(args: argparse.Namespace) -> int:
         table_path = Path(args.table)
         if args.run == "record":
             record.update(phase_record(args.model, args.repeats, table_path))
+        elif args.run == "paired":
+            record.update(phase_paired(args.model, args.repeats, table_path, args.max_gemms, args.rounds))
         else:
             record.update(phase_time(args.model, args.run, args.repeats, table_path))
         if record.get("correct") is False:
@@ -246,11 +314,23 @@ def run_phase(args: argparse.Namespace) -> int:
 # The figure
 # ---------------------------------------------------------------------------------------------
 
+def paired_as_runs(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ``paired`` record as the runs ``agreement`` reads: one ``base:<round>`` per round (their spread is the
+    noise) and one ``flip:<i>`` per flipped table at its median over all rounds."""
+    runs = [{"model": record["model"], "run": f"base:{i}", "status": "ok", "step_ms": ms}
+            for i, ms in enumerate(record["variants"]["base"]["round_ms"])]
+    return runs + [{"model": record["model"], "run": name, "status": "ok", "step_ms": v["step_ms"],
+                    "lookup_misses": v.get("misses")} for name, v in record["variants"].items() if name != "base"]
+
+
 def agreement(records: list[dict[str, Any]], docs: dict[str, dict[str, Any]],
               tolerance: float = TOLERANCE) -> dict[str, Any]:
     """Per flipped GEMM: the hook's step (median of the base runs' medians) vs the runner-up's; it agrees when
     within ``tolerance`` of the better one. ``noise``: (max - min) / median of the base runs, per model."""
     ok = [r for r in records if r.get("status") == "ok" and r.get("step_ms")]
+    paired = {r["model"] for r in ok if r["run"] == "paired"}
+    ok = [r for r in ok if r["model"] not in paired] + [unpaired for r in ok if r["run"] == "paired"
+                                                         for unpaired in paired_as_runs(r)]
     gemms, noise = [], {}
     for model in sorted({r["model"] for r in ok}):
         base = [r["step_ms"] for r in ok if r["model"] == model and r["run"].startswith("base:")]
@@ -279,7 +359,7 @@ def markdown(summary: dict[str, Any], env: dict[str, Any]) -> str:
     lines = [f"# In-program agreement ({env.get('gpu')}, torch {env.get('torch')}, triton {env.get('triton')})", "",
              f"Hook's pick within {summary['tolerance']:.0%} of the better side: "
              f"{'n/a' if share is None else f'{share:.1%}'} of {summary['n']} GEMMs (problem keys).", "",
-             "Noise (base runs, (max-min)/median): " + ", ".join(
+             "Noise ((max-min)/median of the base runs, or of the base table's rounds with --paired): " + ", ".join(
                  f"{m} {'n/a' if v is None else f'{v:.2%}'}" for m, v in summary["noise"].items()), "",
              "| model | problem | x | ideal us | gap | hook | runner-up | hook ms | runner-up ms | agrees | beyond noise |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -294,7 +374,8 @@ def markdown(summary: dict[str, Any], env: dict[str, Any]) -> str:
 # The runner
 # ---------------------------------------------------------------------------------------------
 
-def spawn(model: str, run: str, out: Path, repeats: int, timeout: float) -> dict[str, Any]:
+def spawn(model: str, run: str, out: Path, repeats: int, timeout: float, max_gemms: int = 8,
+          rounds: int = 10) -> dict[str, Any]:
     """One run in a fresh process with empty caches; a timeout kills its process group. Parallel runs (``--lanes``)
     share ``OUT/gpu.lock``: their compiles overlap, their timings never do (``worker.timing_lock``)."""
     tmp = Path(tempfile.mkdtemp(prefix="zoo-inprog-"))
@@ -304,7 +385,7 @@ def spawn(model: str, run: str, out: Path, repeats: int, timeout: float) -> dict
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "benchmarks.zoo.in_program", "--phase", "--out", str(out), "--model", model,
            "--run", run, "--repeats", str(repeats), "--table", str(out / "tables" / f"{model}.json"),
-           "--json-out", str(tmp / "record.json")]
+           "--json-out", str(tmp / "record.json"), "--max-gemms", str(max_gemms), "--rounds", str(rounds)]
     t0 = time.monotonic()
     with open(log_path, "w") as logf:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
@@ -326,6 +407,8 @@ def run_all(names: list[str], out: Path, args: argparse.Namespace) -> None:
     """Every model's missing runs, ``args.lanes`` at a time: first the ``record`` runs (they write the tables the
     other runs read), then all ``base``/``flip`` runs. Results are saved after every run; no run starts after the
     budget, and one the budget cut short is not recorded (the next call redoes it)."""
+    from . import models
+
     deadline = time.monotonic() + args.budget_s if args.budget_s is not None else None
     results = out / "results.json"
     store = {(r["model"], r["run"]): r for r in (json.loads(results.read_text()) if results.exists() else [])}
@@ -334,14 +417,15 @@ def run_all(names: list[str], out: Path, args: argparse.Namespace) -> None:
     def todo(name: str) -> list[str]:
         table = out / "tables" / f"{name}.json"
         doc = json.loads(table.read_text()) if table.exists() else None
-        return [r for r in plan(doc, args.max_gemms, args.noise_repeats) if (name, r) not in store
+        paired = args.paired and models.get(name).kind == "infer"
+        return [r for r in plan(doc, args.max_gemms, args.noise_repeats, paired) if (name, r) not in store
                 or args.retry_failed and store[(name, r)]["status"] in RETRYABLE]
 
     def one(name: str, run: str) -> None:
         left = float("inf") if deadline is None else deadline - time.monotonic()
         if left <= 0:
             return
-        record = spawn(name, run, out, args.repeats, min(args.run_timeout, left))
+        record = spawn(name, run, out, args.repeats, min(args.run_timeout, left), args.max_gemms, args.rounds)
         if record["status"] == "timeout" and left < args.run_timeout:
             return  # cut by the budget
         with lock:
@@ -381,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=None, help="start no run after this many seconds")
     p.add_argument("--lanes", type=int, default=1,
                    help="runs at once on the one GPU: compiles overlap, timings take turns (a file lock)")
+    p.add_argument("--paired", action="store_true",
+                   help="inference models: base and flips compiled in one process, replays interleaved (phase_paired)")
+    p.add_argument("--rounds", type=int, default=10, help="--paired: rounds of --repeats replays per table")
     p.add_argument("--retry-failed", action="store_true")
     p.add_argument("--report-only", action="store_true")
     p.add_argument("--phase", action="store_true", help=argparse.SUPPRESS)  # one run in this process (spawn)
