@@ -63,19 +63,31 @@ def load_problems(corpus: str | Path) -> pd.DataFrame:
     return df
 
 
-def select_problems(corpus: str, shard: Shard, out: str, query: str | None, limit: int | None,
-                    scaled_ok: bool = False) -> pd.DataFrame:
-    """The corpus rows this worker still has to do: its shard, the filter, minus finished problems. fp8 problems
-    only with ``scaled_ok`` (the Inductor collector): the bulk kernels have no scaling epilogue."""
+# fp8 problems the collectors can build operands for: torchao's layout (A row-major, B the transpose of a contiguous
+# weight, as _scaled_mm requires) and e4m3 (cuBLAS refuses _scaled_mm of two e5m2 operands; none are in a corpus)
+SCALED_DTYPES = ("float8_e4m3fn",)
+
+
+def refuse_unsupported(problems: pd.DataFrame, corpus: str) -> None:
+    """One-line error for selected problems no runner can set up, before any GPU time is spent on them."""
+    scaled = problems[problems["op"].isin(SCALED_OPS)]
+    bad = scaled[(scaled["layout_a"] != "row") | (scaled["layout_b"] != "col") | ~scaled["dtype"].isin(SCALED_DTYPES)]
+    if len(bad):
+        first = bad.iloc[0]
+        raise ValueError(f"{corpus}: {len(bad)} selected scaled_mm problems are not {'/'.join(SCALED_DTYPES)} with A "
+                         f"row-major and B column-major (first: {first['problem_id']}, {first['dtype']} "
+                         f"{first['layout_a']}/{first['layout_b']}); --filter them out")
+
+
+def select_problems(corpus: str, shard: Shard, out: str, query: str | None, limit: int | None) -> pd.DataFrame:
+    """The corpus rows this worker still has to do: its shard, the filter, minus finished problems."""
     problems = load_problems(corpus)
     if query:
         try:
             problems = problems.query(query)
         except Exception as exc:
             raise ValueError(f"--filter {query!r}: {exc}") from None
-    if not scaled_ok and problems["op"].isin(SCALED_OPS).any():  # refuse rather than label them compile_error
-        raise ValueError(f"{corpus}: fp8 scaled_mm problems selected; the bulk collector cannot time Triton scaled-mm "
-                         "templates (use collect-inductor, or --filter \"op == 'int_mm'\")")
+    refuse_unsupported(problems, corpus)
     problems = problems[shard.select(problems["problem_id"])]
     problems = problems[~problems["problem_id"].isin(finished_problem_ids(out))]
     return problems.head(limit) if limit is not None else problems
@@ -99,13 +111,18 @@ def compile_key(p: Problem, c: Candidate) -> tuple | None:
     k_stride_a = p.m if p.layout_a == "col" else p.k  # the non-unit stride of A
     n_stride_b = p.k if p.layout_b == "col" else p.n
     batched = p.op == "bmm"  # batch strides are 0 (not specialised apart) unless bmm
-    return (c.family, p.op, p.dtype, p.layout_a, p.layout_b, c.block_m, c.block_n, c.block_k, c.group_m,
-            c.num_stages, c.num_warps, p.k % c.block_k == 0 if c.family == "triton_mm" else None,
-            _int_class(k_stride_a), _int_class(n_stride_b), _int_class(p.n),
-            _int_class(p.m * p.k) if batched else 0, _int_class(p.k * p.n) if batched else 0,
-            _int_class(p.m * p.n) if batched else 0,
-            *((p.m >= c.block_m and p.k > 1, p.n >= c.block_n and p.k > 1)  # mm's contiguity hints (dense layouts)
-              if c.family == "triton_mm" else (None, None)))
+    key = (c.family, p.op, p.dtype, p.layout_a, p.layout_b, c.block_m, c.block_n, c.block_k, c.group_m,
+           c.num_stages, c.num_warps, p.k % c.block_k == 0 if c.family == "triton_mm" else None,
+           _int_class(k_stride_a), _int_class(n_stride_b), _int_class(p.n),
+           _int_class(p.m * p.k) if batched else 0, _int_class(p.k * p.n) if batched else 0,
+           _int_class(p.m * p.n) if batched else 0,
+           *((p.m >= c.block_m and p.k > 1, p.n >= c.block_n and p.k > 1)  # mm's contiguity hints (dense layouts)
+             if c.family == "triton_mm" else (None, None)))
+    if p.op in SCALED_OPS:  # the scaled kernels' own constexprs and the output dtype, as (name, value) pairs
+        from .runners import scaled_constexprs
+
+        key += (tuple(sorted({"out_dtype": p.out_dtype, **scaled_constexprs(p, c.family)}.items())),)
+    return key
 
 
 def _warm_one(key: tuple, num_sms: int) -> str | None:
@@ -116,15 +133,27 @@ def _warm_one(key: tuple, num_sms: int) -> str | None:
     from . import kernels
     from .runners import TORCH_DTYPES
 
-    (family, op, dtype, la, lb, bm, bn, bk, gm, stages, warps, even_k, sa, sb, sn, sab, sbb, scb, a_hint, b_hint) = key
+    (family, op, dtype, la, lb, bm, bn, bk, gm, stages, warps, even_k, sa, sb, sn, sab, sbb, scb, a_hint, b_hint,
+     *scaled) = key
     dev = torch.device("cuda")
     t = TORCH_DTYPES[dtype]
-    out_t = torch.int32 if dtype == "int8" else t
+    extra = dict(scaled[0]) if scaled else {}
+    out_t = TORCH_DTYPES[extra.pop("out_dtype")] if scaled else torch.int32 if dtype == "int8" else t
     a, b = torch.empty(16, dtype=t, device=dev), torch.empty(16, dtype=t, device=dev)
     c = torch.empty(16, dtype=out_t, device=dev)
     acc = tl.int32 if dtype == "int8" else tl.float32
+    tile = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_stages=stages, num_warps=warps)
     try:
-        if family == "triton_tma":
+        if scaled:  # fp8 _scaled_mm: A row-major, B column-major (refuse_unsupported); fp32 scales
+            s = torch.empty(16, dtype=torch.float32, device=dev)
+            if family == "triton_tma":
+                kernels.scaled_persistent_tma_kernel.warmup(
+                    a, b, c, s, s, 1, 1, 1, sa, sb, sn, NUM_SMS=num_sms, ACC_TYPE=acc, **extra, **tile, grid=(1,))
+            else:
+                kernels.scaled_mm_kernel.warmup(
+                    a, b, c, s, s, 1, 1, 1, sa, 1, 1, sb, sn, 1, EVEN_K=even_k, ALLOW_TF32=False, ACC_TYPE=acc,
+                    A_CONTIGUOUS_M=a_hint, B_CONTIGUOUS_N=b_hint, **extra, **tile, grid=(1,))
+        elif family == "triton_tma":
             kernels.persistent_tma_mm_kernel.warmup(
                 a, b, c, c, 1, 1, 1, sa if la == "row" else 1, 1 if la == "row" else sa,
                 1 if lb == "col" else sb, sb if lb == "col" else 1, sn,

@@ -185,7 +185,7 @@ def run_inductor_collection(corpus: str, out: str, query: str | None = None, lim
             raise RuntimeError(f"--backends {backends}: Inductor cannot import CUTLASS from "
                                f"{icfg.cutlass.cutlass_dir}; pass --cutlass-wheel nvidia_cutlass-*.whl")
     # --shard splits the problems by id, so one process per GPU (CUDA_VISIBLE_DEVICES) shares a list
-    problems = select_problems(corpus, Shard.parse(shard), out, query, None, scaled_ok=True)
+    problems = select_problems(corpus, Shard.parse(shard), out, query, None)
     if ids is not None:
         unknown = sorted(set(ids) - set(load_corpus(corpus).problem_id))
         if unknown:

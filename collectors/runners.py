@@ -99,8 +99,12 @@ def make_runner(p: Problem, c: Candidate, ops: Operands, num_sms: int) -> Callab
     if c.family == "aten":
         return _aten_runner(c.aten_op, ops)
     if p.op in SCALED_OPS:
-        # the bulk kernels have no fp8 scaling epilogue; Inductor's own templates time them (collect-inductor)
-        raise NotImplementedError(f"{c.key}: no bulk kernel for Triton scaled-mm templates ({p.op})")
+        if c.family == "triton_mm":
+            return _scaled_mm_runner(p, c, ops)
+        if c.family == "triton_tma":
+            return _scaled_tma_runner(p, c, ops, num_sms)
+        raise NotImplementedError(f"{c.key}: Inductor offers no {c.family} candidate for {p.op}, nor has the bulk "
+                                  "collector a kernel for one")
     if c.family == "decompose_k":
         return _decompose_k_runner(p, c, ops)
     if c.family == "triton_tma":
@@ -174,6 +178,50 @@ def _tma_runner(p: Problem, c: Candidate, ops: Operands, num_sms: int) -> Callab
     meta = dict(BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_K=c.block_k, GROUP_M=c.group_m, A_ROW_MAJOR=a_row,
                 B_ROW_MAJOR=b_row, NUM_SMS=num_sms, ALLOW_TF32=False, ACC_TYPE=_acc_constexpr("tl.float32"),
                 HAS_BIAS=ops.bias is not None, num_stages=c.num_stages, num_warps=c.num_warps)
+    return lambda: kernel(*args, **meta)
+
+
+def scaled_constexprs(p: Problem, family: str) -> dict:
+    """The constexprs an fp8 scaled-mm problem fixes, besides the tile (one place for the runner and precompile).
+
+    ``triton_mm`` reads each scale through Inductor's broadcast loader, so a (1, 1) scale is one value even for
+    rowwise (M == 1 or N == 1); the TMA template takes the ScalingType of the pair (0 tensorwise, 1 rowwise)."""
+    rowwise = p.op == "scaled_mm_rowwise"
+    if family == "triton_mm":
+        return dict(SCALE_A_PER_ROW=rowwise and p.m > 1, SCALE_B_PER_COL=rowwise and p.n > 1,
+                    USE_FAST_ACCUM=FP8_FAST_ACCUM)
+    return dict(SCALE_RECIPE_A=int(rowwise), SCALE_RECIPE_B=int(rowwise), USE_FAST_ACCUM=FP8_FAST_ACCUM)
+
+
+def _scaled_mm_runner(p: Problem, c: Candidate, ops: Operands) -> Callable[[], None]:
+    """Inductor's ``triton::mm`` with ``scale_mm_epilogue`` (kernels.scaled_mm_kernel)."""
+    a, b, out = ops.a, ops.b, ops.out
+    grid = (triton.cdiv(p.m, c.block_m) * triton.cdiv(p.n, c.block_n),)
+    kernel = kernels.scaled_mm_kernel[grid]
+    args = (a, b, out, ops.scale_a, ops.scale_b, p.m, p.n, p.k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+            out.stride(0), out.stride(1))
+    a_hint, b_hint = contiguity_hints(p.m, p.n, p.k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.block_m,
+                                      c.block_n)
+    meta = dict(BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_K=c.block_k, GROUP_M=c.group_m,
+                EVEN_K=p.k % c.block_k == 0, ALLOW_TF32=False, ACC_TYPE=_acc_constexpr("tl.float32"),
+                A_CONTIGUOUS_M=a_hint, B_CONTIGUOUS_N=b_hint, **scaled_constexprs(p, c.family),
+                num_stages=c.num_stages, num_warps=c.num_warps)
+    return lambda: kernel(*args, **meta)
+
+
+def _scaled_tma_runner(p: Problem, c: Candidate, ops: Operands, num_sms: int) -> Callable[[], None]:
+    """Inductor's ``scaled_mm_device_tma_epilogue_scaling`` (kernels.scaled_persistent_tma_kernel): A row-major and
+    B column-major only, which is all ``_scaled_mm`` accepts."""
+    a, b, out = ops.a, ops.b, ops.out
+    if a.stride(1) != 1 or b.stride(0) != 1:
+        raise ValueError(f"{c.key}: the scaled TMA template needs A row-major and B column-major, got strides "
+                         f"{tuple(a.stride())} and {tuple(b.stride())}")
+    tiles = triton.cdiv(p.m, c.block_m) * triton.cdiv(p.n, c.block_n)
+    kernel = kernels.scaled_persistent_tma_kernel[(min(num_sms, tiles),)]
+    args = (a, b, out, ops.scale_a, ops.scale_b, p.m, p.n, p.k, a.stride(0), b.stride(1), out.stride(0))
+    meta = dict(BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_K=c.block_k, GROUP_M=c.group_m, NUM_SMS=num_sms,
+                ACC_TYPE=_acc_constexpr("tl.float32"), **scaled_constexprs(p, c.family), num_stages=c.num_stages,
+                num_warps=c.num_warps)
     return lambda: kernel(*args, **meta)
 
 

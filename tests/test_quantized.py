@@ -123,11 +123,22 @@ def test_scaled_mm_rules():
     tma = [c for c in ex if c.family == "triton_tma"]
     # warps 2 only where the finalize step clamps a tile of 512 elements (Inductor filters before it clamps)
     assert tma and all(c.block_k >= 32 and (c.num_warps != 2 or c.block_m * c.block_n == 512) for c in tma)
-    assert any(c.block_k == 16 for c in ex if c.family == "triton_mm")
+    # and triton::mm without BLOCK_K 16 either (CUDAScaledMMTemplateConfigHeuristic filters it before scaling)
+    assert not any(c.block_k == 16 for c in ex if c.family == "triton_mm")
     with pytest.raises(ValueError, match="scaled-mm config lists are unknown"):
         enumerate_space(p, "default", H200, torch_version="2.11")
     with pytest.raises(NotImplementedError):
         enumerate_space(p, "default", H200, prune_shared_mem=True)
+
+
+def test_scaled_mm_exhaustive_matches_what_inductor_211_listed_on_an_h100():
+    """tests/test_gpu_spaces_quant.py on an H100 (torch 2.11): Inductor listed 1601 choices for this case, the
+    triton::mm part starting at 16x16x32 right after the 660 TMA ones (the space then had 1836: BLOCK_K 16 too)."""
+    h100 = DeviceInfo("NVIDIA H100 80GB HBM3", "9.0", 132, 232448, 50 << 20, 3350.0)
+    got = keys(scaled("scaled_mm_rowwise", 128, 4096, 1024), space="exhaustive", device=h100)
+    assert len(got) == 1601
+    assert got[0] == "aten/_scaled_mm" and all(k.startswith("triton_tma/") for k in got[1:661])
+    assert got[661] == "triton_mm/16x16x32/s1/w1/g8" and all(k.startswith("triton_mm/") for k in got[661:])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,15 +270,15 @@ def test_fp8_operands_and_the_aten_runner(op):
     assert ops.scale_b.shape == ((1, 64) if op.endswith("rowwise") else (1, 1))
     make_runner(p, Candidate("aten", aten_op="_scaled_mm"), ops, 132)()  # torch 2.13 has a CPU _scaled_mm
     assert relative_error(ops.out, ops.reference) <= REL_TOLERANCE[p.dtype]
-    with pytest.raises(NotImplementedError, match="scaled-mm"):
-        make_runner(p, Candidate("triton_mm", 16, 64, 64, 3, 4, 8), ops, 132)
+    # the Triton templates have bulk kernels now (tests/test_scaled_bulk.py); decompose-K is never offered for fp8
+    with pytest.raises(NotImplementedError, match="no decompose_k candidate"):
+        make_runner(p, Candidate("decompose_k", k_split=2), ops, 132)
 
 
-def test_bulk_collector_refuses_fp8_problems(tmp_path):
+def test_bulk_collector_takes_fp8_problems(tmp_path):
     from collectors.bulk import Shard, select_problems
 
-    with pytest.raises(ValueError, match="collect-inductor"):
-        select_problems(str(QUANT), Shard.parse("0/1"), str(tmp_path), None, None)
-    int8 = select_problems(str(QUANT), Shard.parse("0/1"), str(tmp_path), "op == 'int_mm'", None)
-    assert len(int8) and set(int8["layout_b"]) == {"col"}
-    assert len(select_problems(str(QUANT), Shard.parse("0/1"), str(tmp_path), None, None, scaled_ok=True)) > len(int8)
+    everything = select_problems(str(QUANT), Shard.parse("0/1"), str(tmp_path), None, None)
+    assert set(everything["op"]) == {"int_mm", "scaled_mm_rowwise", "scaled_mm_tensorwise"}
+    fp8 = select_problems(str(QUANT), Shard.parse("0/1"), str(tmp_path), "op != 'int_mm'", None)
+    assert len(fp8) == 2 * 826 and set(fp8["layout_b"]) == {"col"}

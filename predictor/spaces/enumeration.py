@@ -337,6 +337,11 @@ def enumerate_space(problem: Problem, space: str = "default", device: Optional[D
 
 SCALED_MM_MIN_K = 16  # ScaledMMConfigMixin._valid: no triton::mm configs for K <= 16 ("Triton crashes")
 SCALED_TMA_MIN_BLOCK_K = 32  # ScaledTMAConfigMixin._filter_configs: TMA needs an inner block >= 32
+# CUDAScaledMMTemplateConfigHeuristic._filter_configs (2.11 and 2.13): triton::mm for scaled_mm drops BLOCK_K < 32
+# before scaling. No DEFAULT scaled config has one, so it shows only in EXHAUSTIVE: Inductor 2.11 on an H100 listed
+# 1601 choices for 128x4096x1024 rowwise, its triton::mm part starting at 16x16x32, which is what this rule gives
+# (aten + 660 TMA + 940 triton::mm; without it the space had 235 more).
+SCALED_MM_MIN_BLOCK_K = 32
 
 
 def _scaled_triton(problem: Problem, device: DeviceInfo, lists, m: int, n: int, k: int, tma: bool, dynamic: bool,
@@ -344,7 +349,8 @@ def _scaled_triton(problem: Problem, device: DeviceInfo, lists, m: int, n: int, 
     """kernel/mm.py ``tuned_scaled_mm`` (torch 2.13) after the aten choice, for tensorwise and rowwise scales (both
     are "epilogue scaling" types, so they get the same templates): the device-TMA epilogue-scaling template first
     (persistent, cc >= 9.0, TMA-compatible operands, no bias), then ``triton::mm`` with the scaling epilogue. fp8
-    has no int8 tensor, so BLOCK_K is floored at 16 like fp16."""
+    has no int8 tensor, so scaling floors BLOCK_K at 16 like fp16, but both templates drop configs with BLOCK_K < 32
+    before scaling and K > 16 rounds up to at least 32, so no scaled-mm candidate has BLOCK_K 16."""
     if lists.scaled_mm is None or lists.scaled_persistent_mm is None:
         raise ValueError(f"torch {lists.torch}'s fp8 scaled-mm config lists are unknown here (no frozen copy): "
                          "enumerate with the installed torch (torch_version=None) on a machine that has it")
@@ -359,6 +365,7 @@ def _scaled_triton(problem: Problem, device: DeviceInfo, lists, m: int, n: int, 
                                       smem_limit=0, dtype_bytes=problem.dtype_bytes, conversion_bytes=0))
     if k > SCALED_MM_MIN_K:
         base = lists.exhaustive if exhaustive else lists.scaled_mm
+        base = tuple(c for c in base if c[2] >= SCALED_MM_MIN_BLOCK_K)  # filtered before scaling, as Inductor does
         out.extend(_triton_candidates("triton_mm", base, m, n, k, int8=False, tma=False, exhaustive=exhaustive,
                                       smem_limit=0, dtype_bytes=problem.dtype_bytes, conversion_bytes=0))
     return out
