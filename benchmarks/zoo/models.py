@@ -97,16 +97,19 @@ class TinyLoss(nn.Module):
 
 # ---- configs (real widths; 2 layers) ----
 
+# keyword arguments override the defaults (the CPU tests shrink the widths)
 def _llama_config(**kw: Any):
     from transformers import LlamaConfig  # TinyLlama-1.1B widths
-    return LlamaConfig(hidden_size=2048, intermediate_size=5632, num_attention_heads=32, num_key_value_heads=4,
-                       vocab_size=32000, num_hidden_layers=2, max_position_embeddings=2048, **kw)
+    return LlamaConfig(**{**dict(hidden_size=2048, intermediate_size=5632, num_attention_heads=32,
+                                 num_key_value_heads=4, vocab_size=32000, num_hidden_layers=2,
+                                 max_position_embeddings=2048), **kw})
 
 
 def _qwen2_config(**kw: Any):
     from transformers import Qwen2Config  # Qwen2-1.5B widths
-    return Qwen2Config(hidden_size=1536, intermediate_size=8960, num_attention_heads=12, num_key_value_heads=2,
-                       vocab_size=151936, num_hidden_layers=2, tie_word_embeddings=True, **kw)
+    return Qwen2Config(**{**dict(hidden_size=1536, intermediate_size=8960, num_attention_heads=12,
+                                 num_key_value_heads=2, vocab_size=151936, num_hidden_layers=2,
+                                 tie_word_embeddings=True), **kw})
 
 
 def _bert_config(**kw: Any):
@@ -142,6 +145,21 @@ def _causal_lm_train(config_fn: Callable, batch: int, seq: int, entry_dtype: str
         model = _hf("AutoModelForCausalLM", config, device, _weights_dtype(entry_dtype, dtype))
         ids = _ids(config.vocab_size, (batch, seq), device)
         return HFOut(model, ("input_ids", "labels"), "loss", use_cache=False), (ids, ids.clone()), "loss"
+    return build
+
+
+def _quantized_lm(config_fn: Callable, batch: int, seq: int, scheme: str, **out_kw: Any) -> Build:
+    """A bf16 causal LM whose decoder-layer Linears are replaced by ``quant.SCHEMES[scheme]`` (lm_head and the
+    embeddings stay bf16; see quant.py). ``config_kw`` overrides config fields (the CPU tests' tiny widths)."""
+    def build(device: torch.device, dtype: torch.dtype | None = None, **config_kw: Any):
+        from . import quant
+        config = config_fn(**config_kw)
+        model = _hf("AutoModelForCausalLM", config, device, _weights_dtype("bfloat16", dtype))
+        quant.quantize_linears(model.model.layers, scheme)
+        ids = _ids(config.vocab_size, (batch, seq), device)
+        if scheme == "fp8-train":
+            return HFOut(model, ("input_ids", "labels"), "loss", use_cache=False), (ids, ids.clone()), "loss"
+        return HFOut(model, ("input_ids",), "logits", use_cache=False, **out_kw), (ids,), "forward"
     return build
 
 
@@ -244,6 +262,34 @@ _ENTRIES = [
              "timm vit_base_patch16_224 depth 2; fp32 weights + bf16 autocast, batch 32, cross-entropy, AdamW"),
     ZooModel("bert-train", "train", "train", "bfloat16", _bert_train,
              f"BERT-base widths masked LM, {_TWO}, dropout 0; bf16 weights, 8x128, AdamW"),
+    # quantized LLMs (issue 16): torchao's recipes reproduced by quant.py, decoder-layer Linears only
+    ZooModel("llama-w8a8-prefill", "llm-quant", "infer", "bfloat16",
+             _quantized_lm(_llama_config, 1, 512, "w8a8"),
+             f"llama-prefill with torchao Int8DynamicActivationInt8WeightConfig (int8 per-channel weights, per-token "
+             f"dynamic int8 activations, _int_mm with B column-major) in the decoder layers, {_TWO}; 1x512, all "
+             "logits"),
+    ZooModel("llama-w8a8-decode", "llm-quant", "infer", "bfloat16",
+             _quantized_lm(_llama_config, 32, 1, "w8a8"),
+             f"Llama (TinyLlama widths) int8 w8a8 as llama-w8a8-prefill, {_TWO}; one token x batch 32, no KV cache "
+             "(M=32: cuBLAS _int_mm needs M > 16)"),
+    ZooModel("qwen2-w8a8-decode", "llm-quant", "infer", "bfloat16",
+             _quantized_lm(_qwen2_config, 32, 1, "w8a8"),
+             f"Qwen2 (1.5B widths, q/k/v biases) int8 w8a8 as llama-w8a8-prefill, bf16, {_TWO}; one token x batch "
+             "32, no KV cache (M=32)"),
+    ZooModel("llama-fp8-prefill", "llm-quant", "infer", "bfloat16",
+             _quantized_lm(_llama_config, 1, 512, "fp8-rowwise"),
+             f"llama-prefill with torchao Float8DynamicActivationFloat8WeightConfig(PerRow()) (e4m3 per-row weights, "
+             f"per-token dynamic e4m3 activations, rowwise _scaled_mm, fast accumulation) in the decoder layers, "
+             f"{_TWO}; 1x512, all logits"),
+    ZooModel("qwen2-fp8-prefill", "llm-quant", "infer", "bfloat16",
+             _quantized_lm(_qwen2_config, 1, 512, "fp8-rowwise", logits_to_keep=1),
+             f"Qwen2 (1.5B widths) fp8 rowwise as llama-fp8-prefill (bias into _scaled_mm), bf16, {_TWO}; 1x512 "
+             "prefill, last-token logits"),
+    ZooModel("llama-fp8-train", "train", "train", "bfloat16",
+             _quantized_lm(_llama_config, 4, 256, "fp8-train"),
+             f"llama-train with torchao float8 training (Float8Linear, tensorwise dynamic scaling: e4m3 forward, "
+             f"e5m2 grads, _scaled_mm in forward and both backward GEMMs) in the decoder layers, {_TWO}; bf16 "
+             "weights, 4x256 tokens, AdamW"),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]
