@@ -30,7 +30,7 @@ import numpy as np
 
 from .atomic import MODEL, check_output_folder, staged_folder
 from .device import DeviceInfo
-from .features import FEATURE_NAMES
+from .features import FEATURE_NAMES, model_feature_count
 from .lgbm_text import TEXT_FOREST_SIGNS, TextForestRanker, parse_text_forest
 from .schema import SCHEMA_VERSION
 
@@ -214,15 +214,12 @@ def _checked_metadata(folder: Path, expect_device: DeviceInfo | None) -> tuple[d
         raise ModelError(f"{where}: trained on dataset schema {meta.get('schema_version')!r}, "
                          f"this library reads {SCHEMA_VERSION}; retrain it")
     names = meta.get("feature_names")
-    if names != list(FEATURE_NAMES):
-        if not isinstance(names, list):
-            raise ModelError(f"{where}: metadata has no feature_names list")
-        first = next((i for i, (a, b) in enumerate(zip(names, FEATURE_NAMES, strict=False)) if a != b),
-                     min(len(names), len(FEATURE_NAMES)))
-        theirs = names[first] if first < len(names) else "(end)"
-        ours = FEATURE_NAMES[first] if first < len(FEATURE_NAMES) else "(end)"
-        raise ModelError(f"{where}: model uses {len(names)} features, this library computes {len(FEATURE_NAMES)}; "
-                         f"they differ from #{first} ({theirs!r} vs {ours!r}); retrain it")
+    if not isinstance(names, list):
+        raise ModelError(f"{where}: metadata has no feature_names list")
+    try:
+        model_feature_count(names)
+    except ValueError as exc:
+        raise ModelError(f"{where}: {exc}") from None
     _check_types(meta, where)
     try:
         device = DeviceInfo.from_metadata(meta)

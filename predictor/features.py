@@ -48,6 +48,10 @@ DTYPES = ("float16", "bfloat16", "float32", "int8")
 OPS = ("mm", "addmm", "bmm", "int_mm")
 FAMILIES = ("triton_mm", "triton_tma", "decompose_k", "aten")
 ATEN_OPS = ("mm", "addmm", "bias_addmm", "bmm", "_int_mm")
+# Added after the first models (fp8 _scaled_mm): appended at the end of FEATURE_NAMES, so a model trained on the
+# features before them (a prefix) still loads and scores on its own columns (``model_feature_count``).
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+SCALED_OPS = ("scaled_mm_tensorwise", "scaled_mm_rowwise")
 
 FEATURE_NAMES: list[str] = [
     # problem
@@ -69,8 +73,24 @@ FEATURE_NAMES: list[str] = [
     "k_split", "log2_k_per_split", "log2_dk_extra_bytes", "dk_extra_ratio",
     # roofline
     "log2_tile_load_bytes", "log2_roofline_us", "roofline_ratio_log2",
+    # fp8 scaled mm (appended: see FP8_DTYPES)
+    *(f"dtype_{d}" for d in FP8_DTYPES), *(f"op_{o}" for o in SCALED_OPS), "aten_scaled_mm",
 ]
 N_FEATURES = len(FEATURE_NAMES)
+
+
+def model_feature_count(names: list[str] | tuple[str, ...]) -> int:
+    """How many leading columns of ``FEATURE_NAMES`` a model reads: its features must be a prefix of them (the
+    library appends new features, never reorders). Raises ValueError naming the first difference."""
+    names = list(names)
+    if names == FEATURE_NAMES[:len(names)] and names:
+        return len(names)
+    first = next((i for i, (a, b) in enumerate(zip(names, FEATURE_NAMES, strict=False)) if a != b),
+                 min(len(names), len(FEATURE_NAMES)))
+    theirs = names[first] if first < len(names) else "(end)"
+    ours = FEATURE_NAMES[first] if first < len(FEATURE_NAMES) else "(end)"
+    raise ValueError(f"model uses {len(names)} features, this library computes {len(FEATURE_NAMES)}; they differ "
+                     f"from #{first} ({theirs!r} vs {ours!r}); retrain it")
 _INDEX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 assert len(_INDEX) == N_FEATURES, "duplicate feature names"
 
@@ -286,6 +306,8 @@ def _matrix(n_rows: int, problem: list[Values], candidate: list[np.ndarray],
     put(n_aligned16=(n * in_bytes) % 16 == 0)
     put(k_aligned16=(k * in_bytes) % 16 == 0)
     _one_hot(out, *strs["op"], OPS, "op_mm")
+    _one_hot(out, dtype_codes, dtype_values, FP8_DTYPES, "dtype_float8_e4m3fn")
+    _one_hot(out, *strs["op"], SCALED_OPS, "op_scaled_mm_tensorwise")
 
     # ---- candidate identity
     fam_codes, fam_values = strs["family"]
@@ -293,6 +315,7 @@ def _matrix(n_rows: int, problem: list[Values], candidate: list[np.ndarray],
     is_dk = np.asarray(_lookup(fam_codes, fam_values, {"decompose_k": 1.0}) > 0)
     _one_hot(out, fam_codes, fam_values, FAMILIES, "family_triton_mm")
     _one_hot(out, *strs["aten_op"], ATEN_OPS, "aten_mm")
+    _one_hot(out, *strs["aten_op"], ("_scaled_mm",), "aten_scaled_mm")
 
     # Tile features are computed for every row (block sizes of 0 read as 1) and overwritten with their
     # neutral values for non-tile rows at the end: one masked store instead of a np.where per feature.

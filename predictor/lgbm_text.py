@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .features import FEATURE_NAMES, feature_matrix
+from .features import feature_matrix, model_feature_count
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -231,8 +231,7 @@ class TextForestRanker:
     def __init__(self, name: str, forest: TextForest) -> None:
         if name not in TEXT_FOREST_SIGNS:
             raise ValueError(f"ranker {name!r} is not a LightGBM ranker; known: {', '.join(TEXT_FOREST_SIGNS)}")
-        if list(forest.feature_names) != list(FEATURE_NAMES):
-            raise ValueError("the LightGBM model's feature names differ from this library's FEATURE_NAMES")
+        self.n_features = model_feature_count(forest.feature_names)  # a prefix of FEATURE_NAMES (older models)
         self.name = name
         self.forest = forest
         self.sign = TEXT_FOREST_SIGNS[name]
@@ -247,4 +246,4 @@ class TextForestRanker:
         """``score`` from a feature matrix already built (the hook's ``features.runtime_feature_matrix``)."""
         if len(X) == 0:
             return np.zeros(0)
-        return self.sign * self.forest.predict(X)
+        return self.sign * self.forest.predict(X[:, :self.n_features])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from dataclasses import replace
 
 import numpy as np
@@ -102,8 +103,8 @@ def test_feature_and_schema_mismatch_refused(models, tmp_path):
     folder = copy_of(models["lgbm"][1], tmp_path)
     edit_metadata(folder, feature_names=FEATURE_NAMES[:3] + ["old_feature"] + FEATURE_NAMES[4:])
     refused(folder, r"differ from #3 \('old_feature' vs 'log2_b'\); retrain it")
-    edit_metadata(folder, feature_names=FEATURE_NAMES[:-1])
-    refused(folder, f"model uses {len(FEATURE_NAMES) - 1} features")
+    edit_metadata(folder, feature_names=FEATURE_NAMES + ["future_feature"])  # a newer library's model
+    refused(folder, rf"model uses {len(FEATURE_NAMES) + 1} features.*\('future_feature' vs '\(end\)'\)")
     edit_metadata(folder, feature_names=FEATURE_NAMES, schema_version=99)
     refused(folder, "dataset schema 99, this library reads 1")
 
@@ -170,3 +171,17 @@ def copy_of(folder, dest):
     for f in folder.iterdir():
         target.joinpath(f.name).write_bytes(f.read_bytes())
     return target
+
+
+def test_a_model_of_the_features_before_fp8_reads_its_prefix():
+    """The library appends features (fp8 dtypes and ops); a model trained before reads the leading columns."""
+    from predictor.features import model_feature_count
+
+    shipped = json.loads((Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm" / METADATA_FILE).read_text())
+    assert len(shipped["feature_names"]) < len(FEATURE_NAMES)  # trained before the fp8 features
+    assert model_feature_count(shipped["feature_names"]) == len(shipped["feature_names"])
+    assert model_feature_count(FEATURE_NAMES) == len(FEATURE_NAMES)
+    with pytest.raises(ValueError, match="differ from #0"):
+        model_feature_count(["log2_n", *FEATURE_NAMES[1:]])
+    with pytest.raises(ValueError, match="model uses 0 features"):
+        model_feature_count([])

@@ -930,7 +930,7 @@ class FamilyRanker:
 def test_decide_keeps_one_choice_across_a_split_addmm_lowering():
     """torch >= 2.13 lowers addmm in three calls for the same operands: the aten choices (1-D bias), a contiguous-bias
     subgraph, the Triton templates. The aten call keeps one aten choice; the later calls keep nothing unless the
-    model's Triton favourite beats cuBLAS (scored as a virtual aten candidate) by the decide gap."""
+    model's Triton favourite beats cuBLAS (scored as a virtual aten candidate) by the decide gap (2.0 here)."""
     problem = Problem("addmm", 512, 768, 3072, "float16")
     a, b = FakeNode((512, 3072), (3072, 1)), FakeNode((3072, 768), (768, 1))
     aten_call = [ktc("aten::addmm"), ktc("aten::bias_addmm")]
@@ -943,18 +943,18 @@ def test_decide_keeps_one_choice_across_a_split_addmm_lowering():
                 p.filter(subgraph_call, FakeInputs(a, b, bias=bias_2d), "addmm"),
                 p.filter(triton_call, FakeInputs(a, b, bias=bias_2d), "addmm")]
 
-    unsure = pruner(FamilyRanker(1.0), policy="decide", fallback="aten")
+    unsure = pruner(FamilyRanker(1.0), policy="decide", fallback="aten", decide_gap=2.0)
     kept = lower(unsure)
     assert len(kept[0]) == 1 and kept[1] == [] and kept[2] == []  # cuBLAS alone, nothing benchmarked
-    sure = pruner(FamilyRanker(3.0), policy="decide", fallback="aten")
+    sure = pruner(FamilyRanker(3.0), policy="decide", fallback="aten", decide_gap=2.0)
     kept = lower(sure)
     assert len(kept[0]) == 1 and kept[1] == [] and kept[2] == [triton_call[-1]]
     # a Triton-only list that does not follow an aten call for the same operands is not dropped
-    other = pruner(FamilyRanker(1.0), policy="decide", fallback="aten")
+    other = pruner(FamilyRanker(1.0), policy="decide", fallback="aten", decide_gap=2.0)
     lone = other.filter(triton_call, FakeInputs(a, b, bias=bias_2d), "addmm")
     assert len(lone) == 1
     # torch 2.11's single call (aten and Triton together) is decided as before
-    together = pruner(FamilyRanker(1.0), policy="decide", fallback="aten")
+    together = pruner(FamilyRanker(1.0), policy="decide", fallback="aten", decide_gap=2.0)
     assert together.filter(aten_call + triton_call, FakeInputs(a, b, bias=bias_2d), "addmm") in ([aten_call[0]],
                                                                                                   [aten_call[1]])
 
@@ -1032,7 +1032,7 @@ def test_a_split_addmm_is_tied_to_the_node_being_lowered(monkeypatch):
         name = "addmm"
 
     first, second = Node(), Node()
-    p = pruner(FamilyRanker(1.0), policy="decide", fallback="aten")
+    p = pruner(FamilyRanker(1.0), policy="decide", fallback="aten", decide_gap=2.0)
     monkeypatch.setattr(split_addmm, "_lowering_node", lambda: first)
     p.filter([ktc("aten::addmm"), ktc("aten::bias_addmm")], FakeInputs(a, b, bias=FakeNode((768,), (1,))), "addmm")
     assert p.filter(triton_call, FakeInputs(a, b, bias=FakeNode((512, 768), (0, 1))), "addmm") == []  # same lowering

@@ -76,11 +76,11 @@ def pruner(aten_score):
 def test_the_observer_records_each_decision_and_its_runner_up(caplog):
     choices = mm_choices()
     log_ = in_program.AlternativeLog(FakeKeyer())
-    p = pruner(aten_score=0.5)  # Triton favourite 3.0 leads cuBLAS by 2.5 >= 2: the hook takes it
+    p = pruner(aten_score=0.5)  # Triton favourite 3.0 leads cuBLAS by 2.5 >= the gap: the hook takes it
     p.decision_observer = log_
     assert p.filter(choices, inputs(512, 768, 3072), "mm") == [choices[-1]]
     assert p.filter(choices, inputs(512, 768, 3072), "mm") == [choices[-1]]  # the same key again: counted
-    p.ranker = ScoreRanker(2.0)  # a lead of 1.0 < 2: cuBLAS stays, the Triton favourite is the runner-up
+    p.ranker = ScoreRanker(3.5)  # cuBLAS scored 0.5 above the favourite: it stays, the favourite is the runner-up
     p._scores.clear()
     assert p.filter(choices, inputs(64, 768, 3072), "mm") == [choices[0]]
     p.filter(choices, inputs(8, 8, 8, "cpu"), "mm")  # decided (settings.device set), but keyless: not a row
@@ -88,7 +88,7 @@ def test_the_observer_records_each_decision_and_its_runner_up(caplog):
     rows = log_.finish(DEVICE)
     triton_kw = choices[-1].params.to_kwargs()
     assert [(r["key"], r["count"], r["chosen_side"], r["gap"]) for r in rows] == [
-        ("GPU+(512, 768, 3072)+mm", 2, "triton", 2.5), ("GPU+(64, 768, 3072)+mm", 1, "cublas", 1.0)]
+        ("GPU+(512, 768, 3072)+mm", 2, "triton", 2.5), ("GPU+(64, 768, 3072)+mm", 1, "cublas", -0.5)]
     assert rows[0]["chosen"] == {"template_id": "triton::mm", **triton_kw}
     assert rows[0]["alternative"] == {"template_id": "aten::mm"}
     assert rows[1]["chosen"] == {"template_id": "aten::mm"}

@@ -209,7 +209,7 @@ def test_gpu_layouts_agree():
     torch.manual_seed(0)
     a = torch.randint(-128, 128, (32, 2048), dtype=torch.int8, device=dev)
     w = torch.randint(-128, 128, (256, 2048), dtype=torch.int8, device=dev)
-    exact = (a.long() @ w.long().t()).to(torch.int32)
+    exact = (a.cpu().long() @ w.cpu().long().t()).to(torch.int32).to(dev)  # CUDA has no int64 matmul
     assert torch.equal(torch._int_mm(a, w.t()), exact) and torch.equal(torch._int_mm(a, w.t().contiguous()), exact)
     for m, bias in [(32, False), (8, True)]:
         linear = _linear(2048, 256, bias).to(dev)

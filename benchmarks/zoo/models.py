@@ -32,6 +32,12 @@ class ZooModel:
     dtype: str
     build: Build = field(repr=False)
     description: str = ""
+    # rel-error bound against eager where the dtype's (worker.TOLERANCE) does not fit: quantised models quantise
+    # activations per token, so the last bf16 bit of a compiled activation (fp32 inside fused kernels) can move a
+    # value across a quantisation step (e4m3: 1/8 relative; int8: 1/127 of the row's max) and that spreads
+    # through the layers. Measured on an H100, the same under plain torch.compile and the hook: 0.103 for
+    # llama-fp8-prefill, 0.054 for llama-w8a8-prefill (0.035 at decode).
+    tolerance: float | None = None
 
     @property
     def amp_dtype(self) -> torch.dtype | None:
@@ -267,24 +273,24 @@ _ENTRIES = [
              _quantized_lm(_llama_config, 1, 512, "w8a8"),
              f"llama-prefill with torchao Int8DynamicActivationInt8WeightConfig (int8 per-channel weights, per-token "
              f"dynamic int8 activations, _int_mm with B column-major) in the decoder layers, {_TWO}; 1x512, all "
-             "logits"),
+             "logits", tolerance=0.08),
     ZooModel("llama-w8a8-decode", "llm-quant", "infer", "bfloat16",
              _quantized_lm(_llama_config, 32, 1, "w8a8"),
              f"Llama (TinyLlama widths) int8 w8a8 as llama-w8a8-prefill, {_TWO}; one token x batch 32, no KV cache "
-             "(M=32: cuBLAS _int_mm needs M > 16)"),
+             "(M=32: cuBLAS _int_mm needs M > 16)", tolerance=0.08),
     ZooModel("qwen2-w8a8-decode", "llm-quant", "infer", "bfloat16",
              _quantized_lm(_qwen2_config, 32, 1, "w8a8"),
              f"Qwen2 (1.5B widths, q/k/v biases) int8 w8a8 as llama-w8a8-prefill, bf16, {_TWO}; one token x batch "
-             "32, no KV cache (M=32)"),
+             "32, no KV cache (M=32)", tolerance=0.08),
     ZooModel("llama-fp8-prefill", "llm-quant", "infer", "bfloat16",
              _quantized_lm(_llama_config, 1, 512, "fp8-rowwise"),
              f"llama-prefill with torchao Float8DynamicActivationFloat8WeightConfig(PerRow()) (e4m3 per-row weights, "
              f"per-token dynamic e4m3 activations, rowwise _scaled_mm, fast accumulation) in the decoder layers, "
-             f"{_TWO}; 1x512, all logits"),
+             f"{_TWO}; 1x512, all logits", tolerance=0.15),
     ZooModel("qwen2-fp8-prefill", "llm-quant", "infer", "bfloat16",
              _quantized_lm(_qwen2_config, 1, 512, "fp8-rowwise", logits_to_keep=1),
              f"Qwen2 (1.5B widths) fp8 rowwise as llama-fp8-prefill (bias into _scaled_mm), bf16, {_TWO}; 1x512 "
-             "prefill, last-token logits"),
+             "prefill, last-token logits", tolerance=0.15),
     ZooModel("llama-fp8-train", "train", "train", "bfloat16",
              _quantized_lm(_llama_config, 4, 256, "fp8-train"),
              f"llama-train with torchao float8 training (Float8Linear, tensorwise dynamic scaling: e4m3 forward, "

@@ -205,7 +205,7 @@ def measure(record: dict[str, Any], zm: models.ZooModel, mode: modes.Mode, repea
 
     if torch.isfinite(ref).all():
         record["max_abs_err"], record["rel_err"] = errors(first, ref)
-        record["correct"] = bool(record["rel_err"] <= TOLERANCE[zm.compute_dtype])
+        record["correct"] = bool(record["rel_err"] <= (zm.tolerance or TOLERANCE[zm.compute_dtype]))
     else:
         record["correct"] = None
         record["error"] = "eager reference has NaN/inf: correctness unchecked"
@@ -217,7 +217,13 @@ def measure(record: dict[str, Any], zm: models.ZooModel, mode: modes.Mode, repea
         _time_and_census(record, zm, step, trees, repeats, device)
     if mode.base == "hook":
         import predictor
+        from predictor import installing
         record["hook_stats"] = predictor.stats()
+        if installing._STACK:  # which model and gap decided: the shipped default changes between releases
+            pruner = installing._STACK[-1].pruner
+            record["predictor_model"] = {"name": pruner.metadata.get("name"),
+                                         "model_sha256": str(pruner.metadata.get("model_sha256", ""))[:12],
+                                         "policy": pruner.settings.policy, "decide_gap": pruner.settings.decide_gap}
     if record["correct"] is False:
         record["status"] = "wrong"
 

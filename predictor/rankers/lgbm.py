@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..device import DeviceInfo
-from ..features import FEATURE_NAMES, feature_matrix
+from ..features import FEATURE_NAMES, feature_matrix, model_feature_count
 from ._common import LEVELS_PER_DOUBLING, RELEVANCE_LEVELS, RankerBase, fraction_gains, relevance, training_rows
 
 GAINS = ("fraction", "exponential")
@@ -82,16 +82,15 @@ class _LGBMBase(RankerBase):
         self._check_fitted()
         if len(X) == 0:
             return np.zeros(0)
-        raw = self.booster_.predict(X, num_threads=max(int(self.n_jobs), 1))
+        raw = self.booster_.predict(X[:, :self.n_features_in_], num_threads=max(int(self.n_jobs), 1))
         return self._sign * np.asarray(raw, dtype=np.float64)
 
     def _set_booster(self, booster: lgb.Booster) -> "_LGBMBase":
         """Restore the fitted state from a saved booster (used by ``predictor.artifacts``)."""
-        if booster.feature_name() != list(FEATURE_NAMES):
-            raise ValueError("the LightGBM model's feature names differ from this library's FEATURE_NAMES")
+        count = model_feature_count(booster.feature_name())  # a prefix of FEATURE_NAMES (older models)
         self.booster_ = booster
-        self.feature_names_in_ = list(FEATURE_NAMES)
-        self.n_features_in_ = len(FEATURE_NAMES)
+        self.feature_names_in_ = list(FEATURE_NAMES[:count])
+        self.n_features_in_ = count
         return self
 
 

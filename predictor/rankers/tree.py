@@ -160,18 +160,18 @@ class TreeRanker(RankerBase):
         return self._set_tree(TreeArrays.from_sklearn(tree))
 
     def _set_tree(self, tree: TreeArrays) -> "TreeRanker":
-        if tree.n_features != len(FEATURE_NAMES):
+        if not 0 < tree.n_features <= len(FEATURE_NAMES):  # older trees split a prefix of FEATURE_NAMES
             raise ValueError(f"the tree splits {tree.n_features} features, this library computes {len(FEATURE_NAMES)}")
         self.tree_ = tree
-        self.feature_names_in_ = list(FEATURE_NAMES)
-        self.n_features_in_ = len(FEATURE_NAMES)
+        self.feature_names_in_ = list(FEATURE_NAMES[:tree.n_features])
+        self.n_features_in_ = tree.n_features
         return self
 
     def score(self, rows: pd.DataFrame, device: DeviceInfo) -> np.ndarray:
         self._check_fitted()
         if len(rows) == 0:
             return np.zeros(0)
-        return -self.tree_.predict(feature_matrix(rows, device)).astype(np.float64)
+        return -self.tree_.predict(feature_matrix(rows, device)[:, :self.n_features_in_]).astype(np.float64)
 
     def export_rules(self, decimals: int = 3) -> str:
         """The tree as indented if/else text; leaf values are predicted log2(time / best), lower = faster."""
