@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .candidate import CANDIDATE_FIELDS, Candidate, parse_key
-from .device import DeviceInfo
-from .problem import PROBLEM_FIELDS, Problem, problem_from_row
+from ..candidate import CANDIDATE_FIELDS, Candidate, parse_key
+from ..device import DeviceInfo
+from ..problem import PROBLEM_FIELDS, Problem, problem_from_row
 
 FIXED_HINTS = (64, 256, 4096)  # the list the multi-kernel-hints seed uses
 # every power of two up to 16384: with at most 3 hints, the coarser (1, 16, 64, ..., 16384) grid capped even a
@@ -214,9 +214,9 @@ def suggest_hints(gemms: Sequence[Problem], model: str | None = None, device: De
     shipped one for ``device``, itself defaulting to this GPU)."""
     from dataclasses import replace
 
-    from .artifacts import load_model
+    from ..artifacts import load_model
+    from ..spaces import enumerate_space
     from .discovery import _this_gpu, find_model
-    from .spaces import enumerate_space
 
     device = device or _this_gpu()
     if device is None:
