@@ -27,8 +27,9 @@ def main() -> None:
 
     from predictor.artifacts import load_model
     from predictor.device import DeviceInfo
+    from predictor.offline.hint_eval import evaluate_hint_choice, hint_set_fraction
     from predictor.offline.split import in_groups, recorded_test_groups
-    from predictor.runtime.hints import FIXED_HINTS, HINT_GRID, evaluate_hint_choice, hint_set_fraction
+    from predictor.runtime.hints import FIXED_HINTS, HINT_GRID
     from predictor.schema import read_dataset
 
     model, meta = load_model(args.model)

@@ -1,5 +1,5 @@
 """What the hook needs at compile time: settings, policy, the Inductor glue, model discovery, hints, CUTLASS.
 
 Nothing here imports ``predictor.offline``, ``collectors``, matplotlib, scikit-learn, scipy or pandas at import
-time (the hook path: tests/test_runtime_model.py). Modules are imported by name; this file imports none of them.
+time (tests/test_layout.py checks it, module by module). Modules are imported by name; this file imports none of them.
 """
