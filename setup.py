@@ -2,7 +2,7 @@
 
 The models stay in the top-level ``models/`` folder (the training CLI writes there; docs and tests name that path),
 and ``packages.find`` cannot add a package mapped from another folder, so the package list lives here.
-``predictor.discovery`` finds them through ``importlib.resources`` once installed. ``datasets/`` is no package
+``predictor.runtime.discovery`` finds them through ``importlib.resources`` once installed. ``datasets/`` is no package
 and never enters the wheel.
 """
 

@@ -20,12 +20,12 @@ from pathlib import Path
 import pandas as pd
 
 from predictor.artifacts import load_model
-from predictor.calibrate_fit import base_training_rows, fit_calibrated
-from predictor.calibration import Ledger
 from predictor.device import DeviceInfo
+from predictor.offline.calibrate_fit import base_training_rows, fit_calibrated
+from predictor.offline.calibration import Ledger
+from predictor.offline.split import in_groups
+from predictor.offline.train import evaluate_ranker
 from predictor.schema import read_dataset
-from predictor.split import in_groups
-from predictor.train import evaluate_ranker
 
 MINUTES = (2, 5, 10, 15)
 

@@ -25,8 +25,8 @@ def pick_gemms(model: str, dataset: str, n: int, seed: int) -> list[dict]:
     """Real-model GEMMs (llm/enc/vit/speech families) from the model's held-out side of the split."""
 
     from predictor.artifacts import read_metadata
+    from predictor.offline.split import in_groups, recorded_test_groups
     from predictor.schema import read_dataset
-    from predictor.split import in_groups, recorded_test_groups
 
     rows = read_dataset(dataset)
     test = rows[in_groups(rows, recorded_test_groups(read_metadata(model)) or [])]

@@ -22,7 +22,7 @@ TEMPLATE_FAMILIES = ("triton_mm", "triton_tma")
 
 def per_problem(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per problem with an ok candidate: dtype, size band, winning family, best Triton / best aten."""
-    from predictor.metrics import SIZE_BANDS, size_band
+    from predictor.offline.metrics import SIZE_BANDS, size_band
 
     ok = rows[rows["status"] == "ok"]
     best = ok.loc[ok.groupby("problem_id")["time_us"].idxmin()].set_index("problem_id")
@@ -52,7 +52,7 @@ def main() -> None:
     ap.add_argument("--out", default="datasets/nvidia-h200/overview")
     args = ap.parse_args()
 
-    from predictor.report import markdown_table
+    from predictor.offline.report import markdown_table
     from predictor.schema import read_dataset
 
     rows = read_dataset(args.dataset)

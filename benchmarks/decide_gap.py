@@ -1,4 +1,4 @@
-"""Calibrate ``predictor.policy.DECIDE_MIN_GAP``: how far must the model's favourite Triton kernel lead cuBLAS?
+"""Calibrate ``predictor.runtime.policy.DECIDE_MIN_GAP``: how far must the model's favourite Triton kernel lead cuBLAS?
 
     python -m benchmarks.decide_gap --model models/h200-default-lgbm --dataset datasets/nvidia-h200/default.parquet
 
@@ -17,8 +17,8 @@ import pandas as pd
 
 from predictor.artifacts import load_model
 from predictor.device import DeviceInfo
+from predictor.offline.split import in_groups, recorded_test_groups
 from predictor.schema import read_dataset
-from predictor.split import in_groups, recorded_test_groups
 
 THRESHOLDS = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, float("inf"))
 

@@ -1,4 +1,4 @@
-"""GPU check of ``predictor.export``: does the exported lookup table reproduce the hook's kernels with torch alone?
+"""GPU check of ``predictor.offline.export``: does the exported lookup table reproduce the hook's kernels with torch alone?
 
     python -m benchmarks.export_check --out OUT/export_check [--models mlp,decode] [--predictor-model DIR]
 
@@ -6,7 +6,7 @@ For two transformers-free bf16 models (``mlp``: a Llama MLP block on 512 tokens,
 ``decode``: two 4096 -> 4096 Linear layers with bias on 8 tokens), each in a fresh process with empty Inductor and
 Triton caches:
 
-1. ``hook``: ``predictor.export.export_table`` (compile with ``predictor.compile``, one run, table written; its wall
+1. ``hook``: ``predictor.offline.export.export_table`` (compile with ``predictor.compile``, one run, table written; its wall
    time is the hook's compile time), then ``predictor.compile`` again for the generated code (GEMM kernels) and the
    step time (CUDA graph trees, as ``predictor.compile`` sets them);
 2. ``table``: torch alone (this module imports no ``predictor``; checked): ``LookupTableChoices`` with the table
@@ -147,7 +147,7 @@ def phase_hook(name: str, out: Path, predictor_model: str | None) -> dict[str, A
     from torch._inductor.utils import run_and_get_code
 
     import predictor
-    from predictor.export import export_table
+    from predictor.offline.export import export_table
 
     model, inputs = build(name)
     table_path = out / f"{name}.table.json"

@@ -53,8 +53,8 @@ def main() -> None:
     torch.set_num_threads(1)
     from predictor.artifacts import read_metadata
     from predictor.device import DeviceInfo
-    from predictor.hook import GemmPruner, HookSettings
     from predictor.problem import Problem
+    from predictor.runtime.hook import GemmPruner, HookSettings
 
     device = DeviceInfo.from_metadata(read_metadata(args.model))
     print(f"model {args.model} ({device.gpu}); one CPU thread; {args.repeats} repeats per list")

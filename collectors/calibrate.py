@@ -15,7 +15,7 @@ budget, resumable across processes.
      x ``COMPILE_S`` / compile workers (the bulk collector's cost notion: compilation dominates, shared binaries
      are nearly free).
 3. Collection: the bulk collector on the plan, in order, until the budget (wall seconds of all runs, kept in the
-   ledger) is spent; each labelled problem's cumulative second is recorded (``predictor.calibration``).
+   ledger) is spent; each labelled problem's cumulative second is recorded (``predictor.offline.calibration``).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from predictor.calibration import PLAN_FILE, Ledger, calibration_dir
 from predictor.device import DeviceInfo
+from predictor.offline.calibration import PLAN_FILE, Ledger, calibration_dir
+from predictor.offline.split import problem_group, recorded_test_groups
 from predictor.problem import problem_from_row
-from predictor.split import problem_group, recorded_test_groups
 
 from .bulk import compile_key, load_problems
 from .store import finished_problem_ids

@@ -130,7 +130,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                 collect_fn=functools.partial(_collect_gpu, args.corpus, args.parts, workers))
             print(json.dumps(stats))
         if args.out:
-            from predictor.calibrate_fit import calibrate_fit
+            from predictor.offline.calibrate_fit import calibrate_fit
 
             meta = calibrate_fit(args.parts, args.out, args.base_model, args.until_minutes, args.method)
             print(json.dumps({"model": args.out, **meta["calibration"]}))

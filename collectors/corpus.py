@@ -31,9 +31,9 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from predictor.offline.split import problem_group
 from predictor.problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem, default_out_dtype
 from predictor.schema import DatasetError, read_parquet, write_parquet
-from predictor.split import problem_group
 
 # the tables (model families, M sweeps) live in corpus_families; re-exported here
 from .corpus_families import MODEL_FAMILIES, MODEL_KINDS, MSWEEP_M, MSWEEPS, Attention, Linear, ModelFamily  # noqa: F401

@@ -22,8 +22,8 @@ from typing import Any
 
 import pandas as pd
 
+from predictor.offline.split import problem_group
 from predictor.problem import SCALED_OPS
-from predictor.split import problem_group
 
 from .corpus import CORPUS_COLUMNS, _row, _take, _typed, int_mm_ok
 from .corpus_families import MODEL_FAMILIES, ModelFamily

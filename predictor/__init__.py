@@ -4,8 +4,8 @@
 """
 
 from .candidate import Candidate
-from .compiling import compile
-from .installing import install, pruning, stats, uninstall
+from .runtime.compiling import compile
+from .runtime.installing import install, pruning, stats, uninstall
 from .problem import Problem
 
 __all__ = ["Candidate", "Problem", "compile", "install", "uninstall", "pruning", "stats"]

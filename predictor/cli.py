@@ -46,12 +46,12 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                         "that fail to launch (shared memory / registers), which an ok-only model may rank first")
 
     def run(args: argparse.Namespace) -> int:
-        from .train import train
+        from .offline.train import train
 
         holdout = None
         if args.holdout_from:
             from .artifacts import read_metadata
-            from .split import recorded_test_groups
+            from .offline.split import recorded_test_groups
 
             holdout = recorded_test_groups(read_metadata(args.holdout_from))
             if not holdout:
@@ -83,7 +83,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="reports/default")
 
     def run(args: argparse.Namespace) -> int:
-        from .evaluate import run_evaluation
+        from .offline.evaluate import run_evaluation
 
         compare = args.compare_model
         if compare is None:  # the shipped default: show the other shipped ranker when it is there
@@ -108,7 +108,7 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--labels", nargs=2, default=None, help="column names (default: the report folders' names)")
 
     def run(args: argparse.Namespace) -> int:
-        from .evaluate import compare
+        from .offline.evaluate import compare
 
         _, markdown = compare(args.compare[0], args.compare[1], labels=args.labels or _report_labels(args.compare))
         print(markdown)
@@ -127,7 +127,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--predictor-model", default=None, help="model folder (default: the shipped one for this GPU)")
 
     def run(args: argparse.Namespace) -> int:
-        from .export import export_program
+        from .offline.export import export_program
 
         doc = export_program(args.program, args.out, predictor_model=args.predictor_model)
         g = doc["gemms"]

@@ -13,10 +13,10 @@ from predictor.testing.synthetic import METADATA, synthetic_dataset
 from predictor.artifacts import CARD_FILE, METADATA_FILE, ModelError, load_model, read_metadata, save_model
 from predictor.device import DeviceInfo
 from predictor.features import FEATURE_NAMES
+from predictor.offline.train import train
 from predictor.rankers import make_ranker
 from predictor.schema import write_dataset
 from predictor.spaces import FROZEN
-from predictor.train import train
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
 

@@ -11,8 +11,8 @@ import pytest
 from collectors.bulk import collect_loop, load_problems
 from collectors.calibrate import build_plan, candidate_problems, run_calibration_collection
 from collectors.store import PartWriter, finished_problem_ids, merge_parts
-from predictor.calibration import Ledger, labelled_within
 from predictor.device import DeviceInfo
+from predictor.offline.calibration import Ledger, labelled_within
 from predictor.problem import Problem
 from predictor.spaces import enumerate_space
 
@@ -169,8 +169,8 @@ def test_bad_arguments_fail_before_any_work(setup, tmp_path):
 def test_fit_takes_the_prefix_labelled_in_time_and_makes_a_model_for_the_new_gpu(setup, tmp_path, monkeypatch):
     """calibrate's fit: the new GPU's rows labelled within --until-minutes plus the base GPU's training rows (its
     held-out groups left out), saved as a model folder naming the new GPU that the runtime loader accepts."""
-    from predictor import calibrate_fit
     from predictor.artifacts import load_runtime_model
+    from predictor.offline import calibrate_fit
     from predictor.testing.synthetic import synthetic_dataset
 
     corpus, base = setup

@@ -73,7 +73,7 @@ def test_bad_k(capsys):
 # --- issue 17: crashes that were tracebacks ------------------------------------------------------------------
 
 def test_report_compare_without_labels_uses_the_folder_names(tmp_path, capsys):
-    from predictor.evaluate import evaluate, write_report
+    from predictor.offline.evaluate import evaluate, write_report
     from predictor.testing.synthetic import METADATA
 
     from predictor.device import DeviceInfo

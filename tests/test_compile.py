@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import predictor
-from predictor import compiling, installing
+from predictor.runtime import compiling, installing
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from collectors import corpus as C
+from predictor.offline.split import problem_group
 from predictor.problem import Problem
-from predictor.split import problem_group
 
 COMMITTED = Path(__file__).resolve().parents[1] / "datasets" / "corpus" / "corpus_v1.parquet"
 

@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictor import evaluate as ev
 from predictor.candidate import Candidate
 from predictor.device import DeviceInfo
-from predictor.evaluate import (EvaluationError, compare, evaluate, evaluate_rankers, per_problem_fraction,
+from predictor.offline import evaluate as ev
+from predictor.offline.evaluate import (EvaluationError, compare, evaluate, evaluate_rankers, per_problem_fraction,
                                 random_expectation, run_evaluation, summarise, write_report)
 from predictor.problem import Problem
 from predictor.rankers.base import top_k

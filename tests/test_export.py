@@ -1,4 +1,4 @@
-"""Exporting the hook's decisions to Inductor's lookup table (``predictor.export``), on the CPU.
+"""Exporting the hook's decisions to Inductor's lookup table (``predictor.offline.export``), on the CPU.
 
 Inductor's ``LookupTableChoices`` serves CUDA devices only (no device key, no table on a CPU), so the real-compile
 tests use ``CpuTableChoices``: torch's class with the device key and the table switched on for CPU GEMMs, its key
@@ -20,10 +20,12 @@ import pytest
 import torch
 from predictor.testing.synthetic import METADATA
 
-from predictor import cli, export, installing
-from predictor.compiling import RECOMMENDED_OPTIONS, recommended_settings
+from predictor import cli
 from predictor.device import DeviceInfo
-from predictor.hook import GemmPruner
+from predictor.offline import export
+from predictor.runtime import installing
+from predictor.runtime.compiling import RECOMMENDED_OPTIONS, recommended_settings
+from predictor.runtime.hook import GemmPruner
 from predictor.testing import fakes
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
@@ -307,7 +309,7 @@ def test_the_hook_hands_each_gemms_final_choice_to_its_recorder(caplog):
         raise RuntimeError("disk full")
 
     p.recorder = broken
-    with caplog.at_level(logging.WARNING, logger="predictor.hook"):
+    with caplog.at_level(logging.WARNING, logger="predictor.runtime.hook"):
         assert p.filter(choices, FakeInputs(512, 768, 3072), "mm") == [choices[-1]]
         assert p.filter(choices, FakeInputs(256, 768, 3072), "mm") == [choices[-1]]
     assert [m for m in caplog.messages if "disk full" in m] == [

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import predictor
-from predictor import installing
+from predictor.runtime import installing
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -15,7 +15,7 @@ import torch
 import predictor
 from predictor.artifacts import read_metadata
 from predictor.device import DeviceInfo
-from predictor.hook import find_model
+from predictor.runtime.hook import find_model
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -1,4 +1,5 @@
-"""Hint-bucket selection (predictor.hints) on hand-made scores and a hand-made M-sweep (no GPU)."""
+"""Hint-bucket selection (predictor.runtime.hints) and its evaluation (predictor.offline.hint_eval) on hand-made
+scores and a hand-made M-sweep (no GPU)."""
 
 import math
 
@@ -9,8 +10,9 @@ from predictor.testing.synthetic import METADATA
 
 from predictor.candidate import parse_key
 from predictor.device import DeviceInfo
-from predictor.hints import evaluate_hint_choice, best_hint_set, hint_set_fraction, runtime_sizes
+from predictor.offline.hint_eval import evaluate_hint_choice, hint_set_fraction
 from predictor.problem import Problem
+from predictor.runtime.hints import best_hint_set, runtime_sizes
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
 
@@ -85,7 +87,7 @@ def test_suggest_hints_with_the_shipped_model():
     from pathlib import Path
 
     from predictor.artifacts import read_metadata
-    from predictor.hints import HINT_GRID, suggest_hints
+    from predictor.runtime.hints import HINT_GRID, suggest_hints
 
     shipped = Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm-all"
     h200 = DeviceInfo.from_metadata(read_metadata(shipped))
@@ -119,7 +121,7 @@ def test_kernel_set_ceiling_equals_brute_force_over_every_subset():
     untimed (NaN) cells included."""
     import itertools
 
-    from predictor.hints import geomean_known, kernel_set_ceiling
+    from predictor.offline.hint_eval import geomean_known, kernel_set_ceiling
 
     rng = np.random.default_rng(3)
     times = pd.DataFrame(rng.uniform(1.0, 3.0, size=(12, 9)), index=[2 ** i for i in range(12)],

@@ -20,20 +20,20 @@ import torch
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 import predictor
-from predictor import discovery, hook, inductor_inputs, installing
 from predictor.artifacts import LGBM_FILE, save_model
 from predictor.candidate import to_template_kwargs
 from predictor.device import DeviceInfo
-from predictor.hook import GemmPruner, HookSettings, find_model, problem_from_inputs
 from predictor.problem import Problem
 from predictor.rankers import make_ranker
+from predictor.runtime import discovery, hook, inductor_inputs, installing
+from predictor.runtime.hook import GemmPruner, HookSettings, find_model, problem_from_inputs
 from predictor.spaces import enumerate_space
 from predictor.testing import fakes
 from predictor.testing.fakes import FakeInputs, ktc
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm-all"
-LOGGER = "predictor.hook"
+LOGGER = "predictor.runtime.hook"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1000,7 +1000,7 @@ def test_a_later_addmm_call_keeps_cublas_for_float32_under_tf32(monkeypatch):
     bias_1d, bias_2d = FakeNode((768,), (1,), torch.float32), FakeNode((512, 768), (0, 1), torch.float32)
     triton_call = [c for c in fake_choices(problem) if not c.template.uid.startswith("aten::")]
     monkeypatch.setattr(inductor_inputs, "_tf32_enabled", lambda: False)
-    from predictor import split_addmm
+    from predictor.runtime import split_addmm
     for tf32, expected in ((False, [triton_call[-1]]), (True, [])):
         monkeypatch.setattr(split_addmm, "_tf32_enabled", lambda tf32=tf32: tf32)
         p = pruner(FamilyRanker(3.0), policy="decide", fallback="aten")
@@ -1014,7 +1014,7 @@ def test_tf32_read_through_the_per_backend_precision_api():
     import sys
 
     code = ("import torch; torch.backends.cuda.matmul.fp32_precision = 'tf32'; "
-            "from predictor.inductor_inputs import _tf32_enabled; print(_tf32_enabled())")
+            "from predictor.runtime.inductor_inputs import _tf32_enabled; print(_tf32_enabled())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
 
@@ -1023,7 +1023,7 @@ def test_a_split_addmm_is_tied_to_the_node_being_lowered(monkeypatch):
     """Operand names, sizes and strides repeat across graphs: a Triton-only addmm list of another lowering (the model
     compiled again with aten GEMMs off) must not be taken for the later part of an earlier aten call, which would
     leave Inductor no choice at all (NoValidChoicesError)."""
-    from predictor import split_addmm
+    from predictor.runtime import split_addmm
 
     problem = Problem("addmm", 512, 768, 3072, "float16")
     a, b = FakeNode((512, 3072), (3072, 1)), FakeNode((3072, 768), (768, 1))

@@ -18,10 +18,10 @@ import torch
 from predictor.testing.synthetic import METADATA
 
 from benchmarks.zoo import in_program
-from predictor.compiling import recommended_settings
 from predictor.device import DeviceInfo
-from predictor.hook import GemmPruner
-from predictor.policy import decide_one, runner_up
+from predictor.runtime.compiling import recommended_settings
+from predictor.runtime.hook import GemmPruner
+from predictor.runtime.policy import decide_one, runner_up
 from predictor.testing import fakes
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
@@ -99,7 +99,7 @@ def test_the_observer_records_each_decision_and_its_runner_up(caplog):
         raise RuntimeError("boom")
 
     p.decision_observer = broken
-    with caplog.at_level(logging.WARNING, logger="predictor.hook"):
+    with caplog.at_level(logging.WARNING, logger="predictor.runtime.hook"):
         assert p.filter(choices, inputs(64, 768, 3072), "mm") == [choices[0]]  # the decision stands
         assert p.filter(choices, inputs(32, 768, 3072), "mm") == [choices[0]]
     assert [m for m in caplog.messages if "boom" in m] == [

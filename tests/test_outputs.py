@@ -18,9 +18,9 @@ import pytest
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 import predictor.artifacts
-import predictor.evaluate
-import predictor.report
-import predictor.train
+import predictor.offline.evaluate
+import predictor.offline.report
+import predictor.offline.train
 from collectors.store import merge_parts
 from predictor import atomic
 from predictor.artifacts import load_model
@@ -49,7 +49,7 @@ def no_work(monkeypatch):
     """Make any training or evaluation work fail loudly: a refusal must come before it."""
     def boom(*args, **kwargs):
         raise AssertionError("the work started before the output was checked")
-    monkeypatch.setattr(predictor.train, "load_training_rows", boom)
+    monkeypatch.setattr(predictor.offline.train, "load_training_rows", boom)
     monkeypatch.setattr(predictor.artifacts, "load_model", boom)
 
 
@@ -156,17 +156,17 @@ def test_claims_are_exclusive_between_threads_of_processes(tmp_path):
 
 
 def test_an_interrupted_evaluation_leaves_the_old_report_whole(tmp_path, capsys, monkeypatch):
-    from predictor.evaluate import evaluate, write_report
+    from predictor.offline.evaluate import evaluate, write_report
     from test_evaluate import ByInductorRank, ByTime
     from predictor.testing.synthetic import DEVICE as DEV
 
     rows = synthetic_dataset(12, seed=3)
-    device = predictor.evaluate.DeviceInfo(**DEV)
+    device = predictor.offline.evaluate.DeviceInfo(**DEV)
     out = tmp_path / "report"
     write_report(evaluate(rows, {"a": ByInductorRank(), "random": None}, device, ks=(1, 5)), out, {"main": "a"})
     (out / "triton_only.md").write_text("a table another script wrote here")
     before = listing(out)
-    monkeypatch.setattr(predictor.report, "_report_markdown", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(predictor.offline.report, "_report_markdown", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):  # after the new plots and metrics.json were written, before report.md
         write_report(evaluate(rows, {"b": ByTime(), "random": None}, device, ks=(1, 5)), out, {"main": "b"})
     assert listing(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["report"]

@@ -18,8 +18,8 @@ from collectors import corpus as C
 from collectors.corpus_quant import QUANT_M, build_quant_corpus
 from predictor.candidate import Candidate, from_choice_caller, from_template_kwargs
 from predictor.device import DeviceInfo
-from predictor.hook import GemmPruner, HookSettings
 from predictor.problem import Problem
+from predictor.runtime.hook import GemmPruner, HookSettings
 from predictor.spaces import enumerate_space
 from predictor.spaces.configs import FROZEN
 from predictor.testing.fakes import ktc, scaled_mm_inputs
@@ -29,7 +29,7 @@ H200 = DeviceInfo("NVIDIA H200", "9.0", 132, 232448, 60 << 20, 4800.0)
 A100 = DeviceInfo("NVIDIA A100", "8.0", 108, 166912, 40 << 20, 1500.0)
 MIRRORS = "2.13"  # the torch release whose lists and rules these expectations were derived from
 FP8 = "float8_e4m3fn"
-LOGGER = "predictor.hook"
+LOGGER = "predictor.runtime.hook"
 
 
 def scaled(op: str, m: int, n: int, k: int) -> Problem:

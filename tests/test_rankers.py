@@ -9,10 +9,10 @@ from sklearn.exceptions import NotFittedError
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 from predictor.device import DeviceInfo
+from predictor.offline.split import split_by_group
+from predictor.offline.train import evaluate_ranker
 from predictor.rankers import RANKERS, Ranker, make_ranker, top_k
 from predictor.rankers._common import fraction_gains, relevance
-from predictor.split import split_by_group
-from predictor.train import evaluate_ranker
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
 LEARNED = ("lgbm", "lgbm_rank", "lgbm_reg", "tree")

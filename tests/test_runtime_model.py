@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
-from predictor import policy
 from predictor.artifacts import METADATA_FILE, ModelError, load_model, load_runtime_model, read_metadata, save_model
 from predictor.device import DeviceInfo
 from predictor.lgbm_text import TEXT_FOREST_SIGNS, TextForestRanker
 from predictor.rankers import base, make_ranker
 from predictor.rankers.lgbm import LGBMRankerModel, LGBMRegressorModel
 from predictor.rankers.tree import TreeRanker
+from predictor.runtime import policy
 from predictor.schema import read_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,7 +148,8 @@ def _imported_offline(code: str) -> list[str]:
     return json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"'))
 
 
-@pytest.mark.parametrize("module", ["predictor", "predictor.installing", "predictor.compiling", "predictor.hook"])
+@pytest.mark.parametrize("module", ["predictor", "predictor.runtime.installing", "predictor.runtime.compiling",
+                                    "predictor.runtime.hook"])
 def test_hook_modules_import_nothing_offline(module):
     """The import direction, one entry point per fresh interpreter: none of the offline libraries, pandas and
     pyarrow included (together a quarter of a second of every compile's start)."""
@@ -158,7 +159,8 @@ def test_hook_modules_import_nothing_offline(module):
 def test_runtime_imports_nothing_offline():
     """The hook loads a model and prunes a list (features, scores, policy) without the offline libraries."""
     code = (
-        "import predictor, predictor.hook, predictor.compiling, predictor.policy, predictor.lgbm_text, predictor.features\n"
+        "import predictor, predictor.lgbm_text, predictor.features\n"
+        "from predictor.runtime import compiling, hook, policy\n"
         "from predictor.artifacts import read_metadata\n"
         "from predictor.candidate import Candidate, to_template_kwargs\n"
         "from predictor.device import DeviceInfo\n"
@@ -168,7 +170,7 @@ def test_runtime_imports_nothing_offline():
         "import torch\n"
         f"folder = {str(ROOT / 'models' / 'h200-default-lgbm-all')!r}\n"
         "device = DeviceInfo.from_metadata(read_metadata(folder))\n"
-        "pruner = predictor.hook.GemmPruner(predictor.hook.HookSettings(model=folder, device=device, top_k=2)).load()\n"
+        "pruner = hook.GemmPruner(hook.HookSettings(model=folder, device=device, top_k=2)).load()\n"
         "assert pruner.disabled is None and type(pruner.ranker).__name__ == 'TextForestRanker', pruner.disabled\n"
         "cands = [Candidate('aten', aten_op='mm')] + [Candidate('triton_mm', 64 * i, 64, 32, 3, 4, 8) for i in (1, 2, 4)]\n"
         "choices = [NS(template=NS(uid=uid), params=NS(to_kwargs=lambda kw=kw: kw))\n"

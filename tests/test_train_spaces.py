@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from predictor.offline.train import load_training_rows, train
 from predictor.schema import write_dataset
-from predictor.train import load_training_rows, train
 
 sys.path.insert(0, str(Path(__file__).parent))
 from predictor.testing.synthetic import METADATA, synthetic_dataset  # noqa: E402
@@ -54,8 +54,8 @@ def test_exhaustive_model_is_scored_only_on_exhaustive_problems(two_datasets, tm
 
 
 def test_evaluation_holds_out_exactly_the_groups_training_held_out(two_datasets, tmp_path):
-    from predictor.evaluate import run_evaluation
-    from predictor.split import groups_of, split_by_group
+    from predictor.offline.evaluate import run_evaluation
+    from predictor.offline.split import groups_of, split_by_group
 
     d, e, some, rows = two_datasets
     exhaustive_only = rows[rows["problem_id"].isin(some)]
@@ -84,7 +84,7 @@ def test_holdout_from_a_model_keeps_its_groups_when_the_dataset_grows(two_datase
     again = train(d, "tree", tmp_path / "again", holdout_groups=held_out, progress=False)
     assert again["split"]["test_groups"] == held_out
     assert again["split"]["test_problems"] == first["split"]["test_problems"]
-    assert again["split"]["method"] == "predictor.split.split_by_named_groups"
+    assert again["split"]["method"] == "predictor.offline.split.split_by_named_groups"
     assert "held-out groups of an earlier model" in (tmp_path / "again" / "MODEL_CARD.md").read_text()
     with pytest.raises(ValueError, match="not in the dataset: synthetic:g99"):
         train(d, "tree", tmp_path / "bad", holdout_groups=["synthetic:g99"], progress=False)

@@ -32,8 +32,8 @@ import json, sys
 from pathlib import Path
 import torch
 import predictor
-from predictor import discovery
 from predictor.device import DeviceInfo
+from predictor.runtime import discovery
 from predictor.testing.fakes import FakeInputs, FakeNode, ktc
 
 recording = json.loads(Path(sys.argv[1]).read_text())
@@ -93,7 +93,7 @@ def test_wheel_carries_the_models_and_not_the_datasets(wheel: Path) -> None:
         assert MODEL_FILES <= packaged and packaged & {"model.lgbm.txt", "model.json"}, (name, packaged)
     assert not [n for n in names if n.startswith("datasets/") or n.endswith(".parquet")]
     modules = [n for n in names if n.endswith(".py")]
-    assert "predictor/hook.py" in modules and [n for n in modules if not (ROOT / n).is_file()] == []
+    assert "predictor/runtime/hook.py" in modules and [n for n in modules if not (ROOT / n).is_file()] == []
     assert wheel.stat().st_size < MAX_WHEEL_BYTES, f"wheel is {wheel.stat().st_size / 2**20:.1f} MiB"
 
 

@@ -11,7 +11,7 @@ Per model, every run in a fresh process with empty Inductor/Triton caches (as ``
    ``decision_observer`` gets every GEMM the decide policy settles and keeps, keyed by torch's own
    ``LookupTableChoices.make_lookup_key``, the chosen choice and its runner-up (``policy.runner_up``: cuBLAS when
    the hook took a Triton/decompose-K kernel, the model's favourite of those when it kept cuBLAS) as lookup-table
-   entries, plus the score gap; ``predictor.export.DecisionRecorder`` keeps the table of all final decisions.
+   entries, plus the score gap; ``predictor.offline.export.DecisionRecorder`` keeps the table of all final decisions.
    Written to ``OUT/tables/<model>.json``.
 2. ``base:<i>`` (``--noise-repeats`` runs): torch with ``LookupTableChoices`` serving that table, compiled with
    ``predictor.compile``'s backend and options (same CUDA-graph rule), timed as the zoo worker times a step. The
@@ -75,15 +75,15 @@ class AlternativeLog:
         self.skipped: Counter = Counter()
 
     def _keyer(self) -> Any:
-        from predictor.export import lookup_keyer
+        from predictor.offline.export import lookup_keyer
 
         self.key_choices = lookup_keyer(self.key_choices)
         return self.key_choices
 
     def __call__(self, choices: list[Any], scores: Any, is_aten: list[bool], chosen: int, problem: Any,
                  kernel_inputs: Any, op_name: str) -> None:
-        from predictor.export import lookup_entry
-        from predictor.policy import runner_up
+        from predictor.offline.export import lookup_entry
+        from predictor.runtime.policy import runner_up
 
         key = self._keyer().make_lookup_key(kernel_inputs, op_name, include_device=True)
         if key is None:
@@ -161,8 +161,8 @@ def phase_record(model: str, repeats: int, table_out: Path) -> dict[str, Any]:
     import torch
 
     import predictor
-    from predictor import installing
-    from predictor.export import DecisionRecorder
+    from predictor.offline.export import DecisionRecorder
+    from predictor.runtime import installing
 
     from . import models, worker
 
@@ -200,7 +200,7 @@ def table_compiler(table: dict[str, list]) -> Callable[[Any], Any]:
         from torch._inductor import config
 
         from benchmarks.export_check import table_choices_class
-        from predictor.compiling import RECOMMENDED_OPTIONS, compile_without_hook
+        from predictor.runtime.compiling import RECOMMENDED_OPTIONS, compile_without_hook
 
         config.lookup_table.table = table
         config.inductor_choices_class = table_choices_class()

@@ -19,8 +19,8 @@ from pathlib import Path
 from predictor.artifacts import load_runtime_model
 from predictor.device import DeviceInfo
 from predictor.features import runtime_feature_matrix
-from predictor.policy import decide_one, trusted_kind
 from predictor.problem import Problem
+from predictor.runtime.policy import decide_one, trusted_kind
 from predictor.spaces import enumerate_space
 
 

@@ -217,7 +217,7 @@ def measure(record: dict[str, Any], zm: models.ZooModel, mode: modes.Mode, repea
         _time_and_census(record, zm, step, trees, repeats, device)
     if mode.base == "hook":
         import predictor
-        from predictor import installing
+        from predictor.runtime import installing
         record["hook_stats"] = predictor.stats()
         if installing._STACK:  # which model and gap decided: the shipped default changes between releases
             pruner = installing._STACK[-1].pruner

@@ -11,7 +11,7 @@ from .lgbm import LGBMRankerModel, LGBMRegressorModel
 from .tree import TreeRanker
 
 # "lgbm" is the default learned ranker: LambdaRank edged out the pointwise regressor held out on synthetic
-# data (6 seeds: oracle@1 0.986 vs 0.984, hit@1 0.46 vs 0.41); re-check with predictor.train.compare_rankers
+# data (6 seeds: oracle@1 0.986 vs 0.984, hit@1 0.46 vs 0.41); re-check with predictor.offline.train.compare_rankers
 # when real data arrives. Artifacts record the
 # canonical name (``ranker.name``), never the alias, so re-pointing it does not change saved models.
 DEFAULT_LGBM = LGBMRankerModel
@@ -27,7 +27,7 @@ RANKERS: dict[str, type] = {
     AtenOnlyRanker.name: AtenOnlyRanker,
     AutoHeuristicRanker.name: AutoHeuristicRanker,  # imports torch when it scores
 }
-# the baselines training reports next to the model (predictor.evaluate adds autoheuristic, which needs torch)
+# the baselines training reports next to the model (predictor.offline.evaluate adds autoheuristic, which needs torch)
 BASELINES = ("inductor_order", "aten_only", "random", "roofline")
 
 

@@ -7,7 +7,7 @@ well under a millisecond for the ~30 choices of Inductor's default list.
 
 By default only rows with status ``ok`` are learned from. ``learn_failures=True`` also keeps the failed
 rows of each problem, labelled as the slowest, so the ranker learns which candidates do not run (a
-failed top-1 scores 0 in ``predictor.evaluate``); on data whose failures are systematic it should be on.
+failed top-1 scores 0 in ``predictor.offline.evaluate``); on data whose failures are systematic it should be on.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class _LGBMBase(RankerBase):
 
     def fit_features(self, X: np.ndarray, log2_ratio: np.ndarray, rows: pd.DataFrame) -> "_LGBMBase":
         """Fit on a feature matrix already built, with each row's log2(time / its problem's best) and the rows
-        (their ``problem_id`` makes the query groups): how ``predictor.calibrate_fit`` fits rows of two GPUs,
+        (their ``problem_id`` makes the query groups): how ``predictor.offline.calibrate_fit`` fits rows of two GPUs,
         each with its own device features."""
         order = np.argsort(rows["problem_id"].to_numpy(dtype=object), kind="stable")  # a no-op after fit's sort
         self.booster_ = self._fit_booster(np.ascontiguousarray(X[order]), log2_ratio[order], rows.iloc[order])

@@ -29,17 +29,17 @@ from typing import Any
 
 import numpy as np
 
-from .artifacts import ModelError, load_runtime_model, read_metadata
-from .candidate import Candidate, candidates_from_choices, from_choice_caller
+from ..artifacts import ModelError, load_runtime_model, read_metadata
+from ..candidate import Candidate, candidates_from_choices, from_choice_caller
 from .cutlass import is_cutlass_choice, keep_cutlass
-from .device import DeviceInfo
+from ..device import DeviceInfo
 from .discovery import _this_gpu, find_model, model_roots
-from .features import ideal_time_us, ranker_rows, runtime_feature_matrix
+from ..features import ideal_time_us, ranker_rows, runtime_feature_matrix
 from .inductor_inputs import (_lowering_node, _operands_key, _symbolic_sizes, _tf32_enabled, output_feeds_pointwise,
                               problem_from_inputs, scaled_op)
 from .policy import (EXPLICIT_KIND_OPS, aten_alone_if_small, decide_one, fallback_choices, keep_best,
                      out_of_training_range, trusted_kind, untrained_kind, with_aten_fallback, with_epilogue_templates)
-from .problem import Problem
+from ..problem import Problem
 from .settings import HookSettings
 from .split_addmm import SplitAddmm
 
@@ -107,7 +107,7 @@ class GemmPruner:
         self._split_addmm = SplitAddmm()
         self._loaded = ranker is not None
         self._uuid: str | None = None
-        # called as recorder(kept, kernel_inputs, op_name) with every GEMM's final list (predictor.export); never pickled
+        # called as recorder(kept, kernel_inputs, op_name) with every GEMM's final list (predictor.offline.export); never pickled
         self.recorder: Any = None
         # opt-in: decision_observer(choices, scores, is_aten, chosen, problem, kernel_inputs, op_name) for every GEMM the
         # decide policy settles (benchmarks/zoo/in_program.py: its policy.runner_up is timed in the program); never pickled
@@ -256,7 +256,7 @@ class GemmPruner:
 
     def preprocess(self, choices: list[Any]) -> list[Any]:
         """Inductor's preprocessing step over the whole ChoiceCaller list, where CUTLASS choices appear
-        (``predictor.cutlass.keep_cutlass``: none beside a GEMM cut to cuBLAS alone, else the ``cutlass_top_k``
+        (``predictor.runtime.cutlass.keep_cutlass``: none beside a GEMM cut to cuBLAS alone, else the ``cutlass_top_k``
         best). Any error keeps the list as it is."""
         if not any(map(is_cutlass_choice, choices)):
             return choices
@@ -483,7 +483,7 @@ class GemmPruner:
 
     def _predicted_hints(self, problem: Problem, cands: list[Candidate], scores: np.ndarray,
                          groups: dict[int | None, list[int]]) -> set[int]:
-        """The multi-kernel hints worth autotuning (``predictor.hints.choose_hints``: each hint's favourite kernel
+        """The multi-kernel hints worth autotuning (``predictor.runtime.hints.choose_hints``: each hint's favourite kernel
         scored at runtime sizes over the hints' span)."""
         from .hints import choose_hints
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from .settings import HookSettings
 
-log = logging.getLogger("predictor.hook")  # one logger for everything the hook says
+log = logging.getLogger("predictor.runtime.hook")  # one logger for everything the hook says
 
 
 @functools.cache

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from .artifacts import METADATA_FILE, ModelError, read_metadata
-from .device import DeviceInfo
+from ..artifacts import METADATA_FILE, ModelError, read_metadata
+from ..device import DeviceInfo
 
 MODELS_ENV = "GEMM_PREDICTOR_MODELS"  # extra model roots (os.pathsep-separated), searched first
 PREFERRED_SUFFIX = "-lgbm-all"  # the shipped default: LambdaRank refit on every labelled row
@@ -32,10 +32,10 @@ def shipped_roots() -> list[Path]:
     """The shipped models: ``predictor/models`` of an installed wheel, else the ``models/`` folder of the
     checkout this package runs from (recognised by its ``pyproject.toml``, so an installed package never
     looks at whatever ``models`` folder sits beside it in site-packages)."""
-    packaged = resources.files(__package__).joinpath("models")
+    packaged = resources.files("predictor").joinpath("models")  # setup.py maps models/ to predictor.models
     if isinstance(packaged, Path) and packaged.is_dir():  # a zipped package cannot be globbed: not supported
         return [packaged]
-    checkout = Path(__file__).resolve().parents[1]
+    checkout = Path(__file__).resolve().parents[2]  # predictor/runtime/discovery.py
     return [checkout / "models"] if (checkout / "pyproject.toml").is_file() else []
 
 

@@ -10,7 +10,7 @@ finds it there and computes features with it. (Continuing the base booster on th
 design; with the base rows in the fit nothing the base model knew is forgotten when the new rows are few.)
 
 The new rows are the problems labelled within ``--until-minutes`` of calibration time
-(``predictor.calibration.labelled_within``), so the same collection yields the 5, 10 and 15 minute models.
+(``predictor.offline.calibration.labelled_within``), so the same collection yields the 5, 10 and 15 minute models.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .artifacts import read_metadata
-from .device import DeviceInfo
-from .features import feature_matrix
-from .rankers import make_ranker
-from .rankers._common import training_rows
-from .schema import read_dataset
+from ..artifacts import read_metadata
+from ..device import DeviceInfo
+from ..features import feature_matrix
+from ..rankers import make_ranker
+from ..rankers._common import training_rows
+from ..schema import read_dataset
 from .split import in_groups, recorded_test_groups
 
 log = logging.getLogger(__name__)
@@ -95,9 +95,9 @@ def new_gpu_rows(parts: str | Path, minutes: float | None) -> tuple[pd.DataFrame
 def calibrate_fit(parts: str | Path, out: str | Path, base_model: str | Path, minutes: float | None = None,
                   method: str = "union", seed: int = 0) -> dict[str, Any]:
     """Fit and save a model folder for the GPU the calibration parts were measured on; returns its metadata."""
-    from .artifacts import save_model
-    from .atomic import MODEL, check_output_folder, claim_output
-    from .spaces.configs import space_metadata
+    from ..artifacts import save_model
+    from ..atomic import MODEL, check_output_folder, claim_output
+    from ..spaces.configs import space_metadata
     from .train import _problem_ranges
 
     out = check_output_folder(out, MODEL)

@@ -1,4 +1,4 @@
-"""``install`` / ``uninstall`` / ``pruning`` / ``stats``: putting a :class:`~predictor.hook.GemmPruner` into
+"""``install`` / ``uninstall`` / ``pruning`` / ``stats``: putting a :class:`~predictor.runtime.hook.GemmPruner` into
 Inductor, in every compiling thread, and taking it out again.
 """
 
@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from .device import DeviceInfo
+from ..device import DeviceInfo
 from .hook import _STAT_KEYS, SEARCH_SPACE, GemmPruner
 from .policy import ATEN_ALONE_BELOW_US, DECIDE_MIN_GAP
 from .settings import HookSettings
@@ -108,7 +108,7 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     favourite instead of the benchmark's pick when the pick scores more than this below it; None (default)
     always keeps the benchmark's pick. Not measured on a GPU yet (the GPU here runs torch 2.11).
     ``cutlass_top_k`` (with CUTLASS among ``max_autotune_gemm_backends``): keep only this many CUTLASS kernels
-    (all their swizzles), the analytically best (``predictor.cutlass``) rather than Inductor's first N; None
+    (all their swizzles), the analytically best (``predictor.runtime.cutlass``) rather than Inductor's first N; None
     (default) leaves CUTLASS choices alone. Not measured on a GPU yet. ``epilogue_templates``: when the GEMM's
     output feeds a pointwise op (bias, activation, residual add; read off the FX graph being lowered), also keep
     this many best-scored Triton mm templates, so Inductor's epilogue-fusion benchmark can still fuse that op
@@ -116,12 +116,12 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     until measured on a GPU: Inductor's benchmark overstates cuBLAS on small GEMMs (``aten_alone_below_us``), so
     a template kept beside it may also be picked unfused where it is slower. ``hints``: with ``config.multi_kernel_hints``
     set, None keeps the top k of every hint group (scored with M = the hint); ``"predict"`` keeps the top k
-    only for the hints worth autotuning (``predictor.hints``: at most 3, each adding a kernel the model expects
+    only for the hints worth autotuning (``predictor.runtime.hints``: at most 3, each adding a kernel the model expects
     to win somewhere over the hints' span) and the favourite alone for the others (Inductor needs a Triton
     kernel for every hint in ``config.multi_kernel_hints``; which hints exist is that global setting).
     ``policy``: ``"prune"`` keeps the top k (and the rules above) for Inductor to benchmark; ``"decide"`` keeps
     exactly one choice per GEMM, used without any benchmark: the model's favourite where it beats the best aten
-    choice by ``decide_gap`` score units on a kind of problem it was trained on, else aten (``predictor.policy``;
+    choice by ``decide_gap`` score units on a kind of problem it was trained on, else aten (``predictor.runtime.policy``;
     ``predictor.compile`` uses it). ``fallback``: what a GEMM keeps when the hook cannot rank it (an op or
     template it does not know, no model for this GPU, any error): ``"aten"`` (default) the aten choice alone, as
     plain ``torch.compile`` runs it; ``"full"`` Inductor's whole list (stock max-autotune). ``_device``: tests

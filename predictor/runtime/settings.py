@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from .device import DeviceInfo
+from ..device import DeviceInfo
 from .policy import ATEN_ALONE_BELOW_US, DECIDE_MIN_GAP, FALLBACKS
-from .spaces import SPACES
+from ..spaces import SPACES
 
 
 @dataclasses.dataclass(frozen=True)

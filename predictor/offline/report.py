@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .atomic import REPORT, check_output_folder, staged_folder
+from ..atomic import REPORT, check_output_folder, staged_folder
 from .metrics import FAILED_FLOOR, HEADLINE, METRIC_COLUMNS, SIZE_BANDS, EvaluationError, EvaluationResult
 from .plots import plot_family_confusion, plot_fraction_vs_size, plot_oracle_curves
 

@@ -171,7 +171,7 @@ def export_table(fn_or_module: Any, example_inputs: Any, out_path: str | os.Path
     (Inductor keys CUDA GEMMs only)."""
     import torch
 
-    from . import compiling, installing
+    from ..runtime import compiling, installing
 
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     options = {**(compile_kwargs.pop("options", None) or {}), "fx_graph_cache": False}

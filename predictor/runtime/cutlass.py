@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .candidate import Candidate, from_choice_caller
+from ..candidate import Candidate, from_choice_caller
 
 
 def tile_score(m: int, n: int, c: Candidate, sm_count: int) -> float:

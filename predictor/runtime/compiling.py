@@ -86,7 +86,7 @@ def compile(model: Any, *, cudagraphs: bool | str = "auto", predictor_model: str
     (an inference server calling the model directly, step by step), ``False`` for none.
     ``predictor_model``: a model folder (default: the shipped one for this GPU; without one, every GEMM runs
     cuBLAS, as under plain ``torch.compile``, with one warning). ``decide_gap``: how far (score units) the
-    model's favourite Triton kernel must lead cuBLAS to be taken (``predictor.policy.DECIDE_MIN_GAP``).
+    model's favourite Triton kernel must lead cuBLAS to be taken (``predictor.runtime.policy.DECIDE_MIN_GAP``).
     ``fallback``: what a GEMM the hook cannot rank gets (``"aten"``, plain's choice; ``"full"``, stock
     max-autotune). ``options``: extra Inductor options, applied over the recommended ones. Anything else goes
     to ``torch.compile`` (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).

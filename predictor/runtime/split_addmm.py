@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .candidate import Candidate, from_template_kwargs
+from ..candidate import Candidate, from_template_kwargs
 from .inductor_inputs import _lowering_node, _operands_key, _tf32_enabled, problem_from_inputs
 from .policy import decide_one, is_aten_choice, out_of_training_range
 from .settings import HookSettings

@@ -1,7 +1,7 @@
 """Train a ranker on a dataset, measure it on held-out problem groups, and save it as a model folder.
 
 ``train`` is what ``gemm-predictor train`` calls: read + validate the dataset, split by problem group
-(``predictor.split``), fit on the training side, score the held-out side with the ranker and the
+(``predictor.offline.split``), fit on the training side, score the held-out side with the ranker and the
 baselines, optionally refit on every row for the shipped model, and save the artifact.
 """
 
@@ -16,25 +16,25 @@ from typing import Any, Iterable
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .atomic import MODEL, check_output_folder, claim_output
-from .device import DeviceInfo
+from ..atomic import MODEL, check_output_folder, claim_output
+from ..device import DeviceInfo
 from .metrics import KS, RANDOM, per_problem_fraction, random_expectation, summarise
-from .policy import problem_kind
-from .rankers import BASELINES, RANKERS, make_ranker
-from .schema import file_sha256, read_dataset, select_space
-from .spaces import SPACES
-from .spaces.configs import space_metadata
+from ..runtime.policy import problem_kind
+from ..rankers import BASELINES, RANKERS, make_ranker
+from ..schema import file_sha256, read_dataset, select_space
+from ..spaces import SPACES
+from ..spaces.configs import space_metadata
 from .split import groups_of, split_by_group, split_by_named_groups
 
 log = logging.getLogger(__name__)
 
 
 
-# --- metrics: the official definitions live in predictor.metrics ------------------------------------------
+# --- metrics: the official definitions live in predictor.offline.metrics ------------------------------------------
 
 def evaluate_ranker(ranker, rows: pd.DataFrame, device: DeviceInfo, ks: Iterable[int] = KS) -> dict[str, float]:
     """{"problems", "oracle@k", "p5@k", "hit@k", "failed@k"} of a fitted ranker over ``rows``, computed with
-    ``predictor.metrics`` (the ``random`` ranker is reported by its exact expectation, as there)."""
+    ``predictor.offline.metrics`` (the ``random`` ranker is reported by its exact expectation, as there)."""
     summary: dict[str, float] = {}
     is_random = getattr(ranker, "name", None) == RANDOM
     scores = None if is_random else ranker.score(rows, device)
@@ -85,7 +85,7 @@ def _problem_ranges(rows: pd.DataFrame) -> dict[str, Any]:
     ranges["ops"] = sorted(map(str, ok["op"].unique()))
     ranges["dtypes"] = sorted(map(str, ok["dtype"].unique()))
     # the kinds (op, dtype, layouts) with labels: the hook's "decide" policy takes a Triton pick over cuBLAS
-    # only for these (predictor.policy)
+    # only for these (predictor.runtime.policy)
     kinds = ok[["op", "dtype", "layout_a", "layout_b"]].drop_duplicates().astype(str)
     ranges["kinds"] = sorted(problem_kind(*row) for row in kinds.itertuples(index=False))
     return ranges
@@ -214,13 +214,13 @@ def _fit_and_save(datasets: list[Path], ranker: str, out: Path, seed: int, space
         steps.update()
 
     steps.set_postfix_str("save")
-    from .artifacts import save_model
+    from ..artifacts import save_model
 
     metadata = {
         "name": out.name,
         "space": space,
         "seed": seed,
-        # flat keys predictor.evaluate.run_evaluation reads to rebuild the same split
+        # flat keys predictor.offline.evaluate.run_evaluation reads to rebuild the same split
         "split_seed": seed,
         "test_fraction": test_fraction,
         "dataset_sha256": None,
@@ -228,8 +228,8 @@ def _fit_and_save(datasets: list[Path], ranker: str, out: Path, seed: int, space
         "dataset": _dataset_summary(datasets[0], rows, meta),
         "datasets": [{"path": str(d), "sha256": file_sha256(d)} for d in datasets],
         "split": {
-            "method": "predictor.split.split_by_named_groups" if holdout_groups is not None
-            else "predictor.split.split_by_group",
+            "method": "predictor.offline.split.split_by_named_groups" if holdout_groups is not None
+            else "predictor.offline.split.split_by_group",
             "seed": seed, "test_fraction": test_fraction,
             "train_problems": int(train_rows["problem_id"].nunique()),
             "test_problems": int(test_rows["problem_id"].nunique()),
@@ -242,7 +242,7 @@ def _fit_and_save(datasets: list[Path], ranker: str, out: Path, seed: int, space
         "problem_ranges": _problem_ranges(rows if refit_all else train_rows),
         # the hook's default score margin, calibrated on the held-out split (the refit model shares it)
         "pruning": pruning,
-        "metrics": {"train": training, "heldout": heldout, "definition": "predictor.evaluate (DESIGN.md, Ranking and metrics)"},
+        "metrics": {"train": training, "heldout": heldout, "definition": "predictor.offline.evaluate (DESIGN.md, Ranking and metrics)"},
         "train_seconds": round(time.perf_counter() - started, 3),
         "device": device.to_dict(),
         # the Inductor config lists the data was collected with: the hook warns when the installed torch's differ
@@ -252,7 +252,7 @@ def _fit_and_save(datasets: list[Path], ranker: str, out: Path, seed: int, space
     save_model(model, out, metadata)
     steps.update()
     steps.close()
-    from .artifacts import read_metadata
+    from ..artifacts import read_metadata
 
     return read_metadata(out)
 

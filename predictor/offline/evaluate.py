@@ -1,8 +1,8 @@
 """Offline evaluation: ``run_evaluation`` (a trained model and the baselines on the held-out split, with the report).
 
-The metric definitions (oracle@k, p5@k, hit@k, the random expectation, slices) live in ``predictor.metrics``,
-the report tables and ``compare`` in ``predictor.report``, the plots in ``predictor.plots``; their public names
-are re-exported here, so ``from predictor.evaluate import ...`` keeps working.
+The metric definitions (oracle@k, p5@k, hit@k, the random expectation, slices) live in ``predictor.offline.metrics``,
+the report tables and ``compare`` in ``predictor.offline.report``, the plots in ``predictor.offline.plots``; their public names
+are re-exported here, so ``from predictor.offline.evaluate import ...`` keeps working.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .atomic import REPORT, check_output_folder, claim_output
-from .device import DeviceInfo
-# re-exported: the names callers import from predictor.evaluate
+from ..atomic import REPORT, check_output_folder, claim_output
+from ..device import DeviceInfo
+# re-exported: the names callers import from predictor.offline.evaluate
 from .metrics import (BASELINES, FAILED_FLOOR, FAMILY_ORDER, HEADLINE, KS, METRIC_COLUMNS,  # noqa: F401
                       RANDOM, SIZE_BANDS, SLICE_KINDS, EvaluationError, EvaluationResult, _check_ks,  # noqa: F401
                       evaluate, evaluate_rankers, per_problem_fraction, problem_table,  # noqa: F401
@@ -49,19 +49,19 @@ def _make_baseline(name: str) -> Any:
     if name == RANDOM:
         return _ExpectedRandom()
     try:
-        from .rankers import make_ranker  # type: ignore[attr-defined]
+        from ..rankers import make_ranker  # type: ignore[attr-defined]
 
         return make_ranker(name)
     except (ImportError, ValueError, KeyError):
         if name == "autoheuristic":
-            from .rankers.autoheuristic import AutoHeuristicRanker
+            from ..rankers.autoheuristic import AutoHeuristicRanker
 
             return AutoHeuristicRanker()
         raise
 
 
 def _select_space(rows: pd.DataFrame, space: str, source: str) -> pd.DataFrame:
-    from .schema import DatasetError, select_space
+    from ..schema import DatasetError, select_space
 
     try:
         return select_space(rows, space, source)
@@ -73,7 +73,7 @@ def hook_rule_table(rows: pd.DataFrame, model: Any, device: DeviceInfo, meta: Ma
                     ks: Iterable[int]) -> list[dict[str, Any]]:
     """What ``predictor.install(top_k=k)`` keeps and reaches on these rows, per k: its plain top k, then its
     defaults (the calibrated margin from ``meta``, a favoured aten alone on GEMMs under ATEN_ALONE_BELOW_US)."""
-    from .policy import ATEN_ALONE_BELOW_US
+    from ..runtime.policy import ATEN_ALONE_BELOW_US
 
     scores = np.asarray(model.score(rows, device), dtype=float)
     margin = (meta.get("pruning") or {}).get("margin")
@@ -109,11 +109,11 @@ def run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: str | Pa
 
 def _run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: Path, space: str, ks: tuple[int, ...],
                     split: str, compare_models: Sequence[str | Path], command: str | None) -> dict[str, Any]:
-    from .schema import DatasetError, file_sha256, read_dataset
+    from ..schema import DatasetError, file_sha256, read_dataset
     from .split import in_groups, recorded_test_groups, split_by_group
 
     try:
-        from .artifacts import load_model
+        from ..artifacts import load_model
     except ImportError as exc:
         raise EvaluationError(f"cannot load models: predictor.artifacts is unavailable ({exc})") from None
 

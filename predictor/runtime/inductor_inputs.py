@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .problem import DTYPE_BYTES, Problem
+from ..problem import DTYPE_BYTES, Problem
 
 
 def _hints(exprs: Sequence[Any]) -> tuple[int, ...]:
