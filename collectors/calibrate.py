@@ -33,7 +33,8 @@ from predictor.offline.calibration import PLAN_FILE, Ledger, calibration_dir
 from predictor.offline.split import problem_group, recorded_test_groups
 from predictor.problem import problem_from_row
 
-from .bulk import compile_key, load_problems
+from .bulk import compile_key
+from .selection import load_problems
 from .store import finished_problem_ids
 
 log = logging.getLogger(__name__)

@@ -157,7 +157,8 @@ def run_inductor_collection(corpus: str, out: str, query: str | None = None, lim
 
     from predictor.device import DeviceInfo
 
-    from .bulk import Shard, check_count, select_problems
+    from .bulk import check_count
+    from .selection import Shard, select_problems
     from .corpus import corpus_sha256, load_corpus
 
     # what can be wrong without a GPU first

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from collectors.bulk import collect_loop, load_problems
+from collectors.bulk import collect_loop
+from collectors.selection import load_problems
 from collectors.calibrate import build_plan, candidate_problems, run_calibration_collection
 from collectors.store import PartWriter, finished_problem_ids, merge_parts
 from predictor.device import DeviceInfo

@@ -6,7 +6,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from collectors.bulk import Shard, collect_loop, select_problems
+from collectors.bulk import collect_loop
+from collectors.selection import Shard, select_problems
 from collectors.store import PartWriter, finished_problem_ids, merge_parts
 from predictor.candidate import Candidate
 from predictor.problem import Problem

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from collectors.bulk import collect, load_problems
+from collectors.bulk import collect
+from collectors.selection import load_problems
 from collectors.runners import FP8_FAST_ACCUM, REL_TOLERANCE, make_operands, make_runner, relative_error
 from predictor.device import DeviceInfo
 from predictor.problem import problem_from_row

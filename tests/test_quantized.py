@@ -276,7 +276,7 @@ def test_fp8_operands_and_the_aten_runner(op):
 
 
 def test_bulk_collector_takes_fp8_problems(tmp_path):
-    from collectors.bulk import Shard, select_problems
+    from collectors.selection import Shard, select_problems
 
     everything = select_problems(str(QUANT), Shard.parse("0/1"), str(tmp_path), None, None)
     assert set(everything["op"]) == {"int_mm", "scaled_mm_rowwise", "scaled_mm_tensorwise"}
