@@ -1,8 +1,8 @@
 """``predictor.compile``: the one recommended call — ``torch.compile`` with the settings that pay.
 
 What it sets, and why (measured on real models: docs/benchmarks/zoo, "Attribution"):
-- The hook with ``policy="decide"``: every GEMM gets exactly one choice, used without any benchmark — cuBLAS,
-  or the Triton/decompose-K kernel the model is confident beats it. Full max-autotune benchmarks 20–30 kernels
+- The hook with ``policy="decide"``: every GEMM gets exactly one choice, used without any benchmark — the model's
+  favourite, cuBLAS or a Triton/decompose-K kernel (``policy.DECIDE_MIN_GAP`` says why no margin). Full max-autotune benchmarks 20–30 kernels
   per GEMM (minutes of compile) and its benchmark overstates cuBLAS on small GEMMs, so it often picks slower
   Triton kernels: most of its inference losses.
 - ``max_autotune_gemm=True`` only so that Inductor builds the Triton candidates the hook may pick; nothing is

@@ -5,8 +5,8 @@ Why decide rather than prune: whatever survives beside cuBLAS goes through Induc
 overstates cuBLAS on small GEMMs and times bare kernels out of the program's context, so a Triton kernel kept
 "just in case" tends to win the benchmark and lose in the program (measured: w8a8 int8 decode 0.86x plain
 ``torch.compile``; a transformer training step 0.91x), and every survivor costs compile time. One choice per
-GEMM is used without any benchmark: plain ``torch.compile``'s compile time, and the model's pick where it is
-confident.
+GEMM is used without any benchmark: plain ``torch.compile``'s compile time, and the model's pick on the kinds of
+GEMM it has labels for (cuBLAS elsewhere).
 
 Runtime code: numpy only.
 """
