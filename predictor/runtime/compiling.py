@@ -2,9 +2,9 @@
 
 What it sets, and why (measured on real models: docs/benchmarks/zoo, "Attribution"):
 - The hook with ``policy="decide"``: every GEMM gets exactly one choice, used without any benchmark — the model's
-  favourite, cuBLAS or a Triton/decompose-K kernel (``policy.DECIDE_MIN_GAP`` says why no margin). Full max-autotune benchmarks 20–30 kernels
-  per GEMM (minutes of compile) and its benchmark overstates cuBLAS on small GEMMs, so it often picks slower
-  Triton kernels: most of its inference losses.
+  favourite, cuBLAS or a Triton/decompose-K kernel (``policy.DECIDE_MIN_GAP`` says why no margin). Full
+  max-autotune benchmarks 20–30 kernels per GEMM (minutes of compile) and its benchmark overstates cuBLAS on
+  small GEMMs, so it often picks slower Triton kernels: most of its inference losses.
 - ``max_autotune_gemm=True`` only so that Inductor builds the Triton candidates the hook may pick; nothing is
   benchmarked when one choice is left. Pointwise/reduction autotuning (``max_autotune_pointwise``,
   ``coordinate_descent_tuning``) stays off: it costs compile time per kernel.
