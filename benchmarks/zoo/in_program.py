@@ -33,7 +33,6 @@ process and replays their CUDA graphs in turns (``phase_paired``), a paired comp
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import json
 import logging
@@ -255,7 +254,7 @@ def phase_paired(model: str, repeats: int, table_path: Path, max_gemms: int, rou
     device = torch.device("cuda")
     module, inputs, _ = zm.build(device)
     module.eval()
-    amp = (lambda: torch.autocast("cuda", dtype=zm.amp_dtype)) if zm.amp_dtype else contextlib.nullcontext
+    amp = worker.autocast_of(zm, device)
     config.force_disable_caches = True  # each variant compiles afresh, never from the previous variant's code
     graphs, lookups, outputs = {}, {}, {}
     for name, table in variants.items():

@@ -13,6 +13,7 @@ with ``--model`` and takes ``policy.decide_one`` at ``--gap``. A GEMM whose deci
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from predictor.spaces import enumerate_space
 
 def side_of(model_folder: str, gap: float, problem: Problem) -> str:
     """``"cublas"`` or ``"triton"``: the side the decide policy takes for ``problem`` with this model and gap."""
-    model, meta = _load(model_folder)
+    model, meta = _load_model(model_folder)
     device = DeviceInfo.from_metadata(meta)
     cands = enumerate_space(problem, "default", device, tma=True)
     features = runtime_feature_matrix(problem, cands, [None] * len(cands), device)
@@ -35,13 +36,7 @@ def side_of(model_folder: str, gap: float, problem: Problem) -> str:
     return "cublas" if is_aten[chosen] else "triton"
 
 
-_MODELS: dict[str, tuple] = {}
-
-
-def _load(folder: str) -> tuple:
-    if folder not in _MODELS:
-        _MODELS[folder] = load_runtime_model(folder)
-    return _MODELS[folder]
+_load_model = functools.cache(load_runtime_model)  # one parse per model folder, not one per GEMM
 
 
 def redecide(summary: dict, model_folder: str, gap: float, tolerance: float) -> dict:

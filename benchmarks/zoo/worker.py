@@ -158,10 +158,15 @@ def errors(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
     return diff.abs().max().item(), (diff.norm() / ref.norm().clamp_min(1e-30)).item()
 
 
+def autocast_of(zm: models.ZooModel, device: torch.device) -> Callable[[], Any]:
+    """A context factory: autocast to the entry's AMP dtype, or nothing for entries without AMP."""
+    return (lambda: torch.autocast(device.type, dtype=zm.amp_dtype)) if zm.amp_dtype else nullcontext
+
+
 def measure(record: dict[str, Any], zm: models.ZooModel, mode: modes.Mode, repeats: int,
             device: torch.device) -> None:
     """Fill ``record`` phase by phase (what was measured before an exception stays in the record)."""
-    amp = (lambda: torch.autocast(device.type, dtype=zm.amp_dtype)) if zm.amp_dtype else nullcontext
+    amp = autocast_of(zm, device)
     log.info("build %s on %s", zm.name, device)
     module, inputs, record["step_kind"] = zm.build(device)
     if zm.kind == "infer":
