@@ -747,6 +747,21 @@ def test_output_feeds_pointwise_reads_the_fx_users_through_views():
     assert not hook.output_feeds_pointwise(None)
 
 
+def test_output_consumers_names_the_ops_behind_views():
+    from predictor.runtime.inductor_inputs import output_consumers
+
+    a, b = torch.randn(8, 4), torch.randn(4, 6)
+    assert output_consumers(_mm_nodes(_graph_of(lambda x, y: torch.nn.functional.gelu(x @ y), a, b))[0]) == ["aten.gelu"]
+
+    def two_users(x, y):
+        z = x @ y
+        return z.view(2, 24) + 1, z.sum()
+
+    assert sorted(output_consumers(_mm_nodes(_graph_of(two_users, a, b))[0])) == ["aten.add", "aten.sum"]
+    assert output_consumers(_mm_nodes(_graph_of(lambda x, y: x @ y, a, b))[0]) == ["output"]
+    assert output_consumers(None) == []
+
+
 def test_a_gemm_with_an_epilogue_keeps_its_best_triton_template_beside_a_favoured_aten(monkeypatch):
     from predictor.candidate import from_template_kwargs
 

@@ -164,7 +164,7 @@ def test_transformers_builds():
     pytest.importorskip("transformers")
     import torch
 
-    for name in ("gpt2-decode", "bert-train"):
+    for name in ("gpt2-decode", "bert-train", "opt-decode-b4", "t5-encoder"):
         module, inputs, kind = models.get(name).build(torch.device("cpu"), torch.float32)
         out = module(*inputs)
         assert torch.isfinite(out).all() and kind == ("loss" if name.endswith("train") else "forward")

@@ -91,11 +91,15 @@ class AlternativeLog:
         if key in self.rows:
             self.rows[key]["count"] += 1
             return
+        from predictor.runtime.inductor_inputs import _lowering_node, output_consumers, output_feeds_pointwise
+
         alternative, gap = runner_up(scores, is_aten, chosen)
+        node = _lowering_node()
         row = {"key": key, "op_name": op_name, "problem": str(problem), "count": 1,
                "dims": {f: getattr(problem, f) for f in ("b", "m", "n", "k")}, "dtype": problem.dtype,
                "out_dtype": problem.out_dtype or problem.dtype, "chosen": lookup_entry(choices[chosen]),
-               "chosen_side": "cublas" if is_aten[chosen] else "triton", "gap": gap, "alternative": None}
+               "chosen_side": "cublas" if is_aten[chosen] else "triton", "gap": gap, "alternative": None,
+               "feeds_pointwise": output_feeds_pointwise(node), "consumers": sorted(set(output_consumers(node)))}
         if alternative is not None:
             try:
                 row["alternative"] = lookup_entry(choices[alternative])
@@ -315,11 +319,21 @@ def run_phase(args: argparse.Namespace) -> int:
 
 def paired_as_runs(record: dict[str, Any]) -> list[dict[str, Any]]:
     """A ``paired`` record as the runs ``agreement`` reads: one ``base:<round>`` per round (their spread is the
-    noise) and one ``flip:<i>`` per flipped table at its median over all rounds."""
-    runs = [{"model": record["model"], "run": f"base:{i}", "status": "ok", "step_ms": ms}
-            for i, ms in enumerate(record["variants"]["base"]["round_ms"])]
-    return runs + [{"model": record["model"], "run": name, "status": "ok", "step_ms": v["step_ms"],
-                    "lookup_misses": v.get("misses")} for name, v in record["variants"].items() if name != "base"]
+    noise) and one ``flip:<i>`` per flipped table: the base's median times the median over rounds of the flip's
+    round median / the base's round median of the same round.
+
+    Why per-round ratios: a round's variants are replayed back to back, so a slow stretch of the host (a
+    neighbour's work, clocks) moves both sides of a round alike and cancels in their ratio, where comparing
+    the medians over all rounds keeps it (measured: the base's rounds spread up to 5% with two lanes)."""
+    base = record["variants"]["base"]["round_ms"]
+    runs = [{"model": record["model"], "run": f"base:{i}", "status": "ok", "step_ms": ms} for i, ms in enumerate(base)]
+    for name, v in record["variants"].items():
+        if name == "base":
+            continue
+        ratios = [flip / ref for flip, ref in zip(v["round_ms"], base)]
+        runs.append({"model": record["model"], "run": name, "status": "ok", "lookup_misses": v.get("misses"),
+                     "step_ms": statistics.median(base) * statistics.median(ratios)})
+    return runs
 
 
 def agreement(records: list[dict[str, Any]], docs: dict[str, dict[str, Any]],

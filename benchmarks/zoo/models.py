@@ -124,6 +124,42 @@ def _bert_config(**kw: Any):
                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kw)
 
 
+# Held-out architectures (session 9): added after the decide policy was fixed, never used to tune it; they check
+# that the hook generalises to layer shapes, fusions and widths the labels and the other zoo models do not have.
+def _mistral_config(**kw: Any):
+    from transformers import MistralConfig  # Mistral-7B widths: 4096/14336, 32 heads, 8 kv
+    return MistralConfig(**{**dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                                   num_key_value_heads=8, vocab_size=32000, num_hidden_layers=2), **kw})
+
+
+def _phi3_config(**kw: Any):
+    from transformers import Phi3Config  # Phi-3-mini widths: 3072/8192, fused qkv (9216) and gate_up (16384)
+    return Phi3Config(**{**dict(hidden_size=3072, intermediate_size=8192, num_attention_heads=32,
+                                num_key_value_heads=32, vocab_size=32064, num_hidden_layers=2,
+                                pad_token_id=0), **kw})
+
+
+def _opt_config(**kw: Any):
+    from transformers import OPTConfig  # OPT-1.3b widths: 2048/8192, 32 heads, biases everywhere, ReLU
+    return OPTConfig(**{**dict(hidden_size=2048, ffn_dim=8192, num_attention_heads=32, vocab_size=50272,
+                               word_embed_proj_dim=2048, num_hidden_layers=2, dropout=0.0), **kw})
+
+
+def _neox_config(**kw: Any):
+    from transformers import GPTNeoXConfig  # Pythia-410m widths: 1024/4096, 16 heads, parallel residual
+    return GPTNeoXConfig(**{**dict(hidden_size=1024, intermediate_size=4096, num_attention_heads=16,
+                                   vocab_size=50304, num_hidden_layers=2, hidden_dropout=0.0,
+                                   attention_dropout=0.0), **kw})
+
+
+def _t5_encoder(device: torch.device, dtype: torch.dtype | None = None):
+    from transformers import T5Config  # t5-base widths: 768/3072, 12 heads, relative position bias
+    config = T5Config(d_model=768, d_ff=3072, num_heads=12, d_kv=64, num_layers=2, vocab_size=32128,
+                      dropout_rate=0.0)
+    model = _hf("T5EncoderModel", config, device, _weights_dtype("bfloat16", dtype))
+    return HFOut(model, ("input_ids",), "last_hidden_state"), (_ids(32128, (8, 256), device),), "forward"
+
+
 def _hf(auto: str, config, device: torch.device, dtype: torch.dtype) -> nn.Module:
     import transformers
     torch.manual_seed(0)
@@ -296,6 +332,21 @@ _ENTRIES = [
              f"llama-train with torchao float8 training (Float8Linear, tensorwise dynamic scaling: e4m3 forward, "
              f"e5m2 grads, _scaled_mm in forward and both backward GEMMs) in the decoder layers, {_TWO}; bf16 "
              "weights, 4x256 tokens, AdamW"),
+    # held out (see _mistral_config): not used to tune any policy
+    ZooModel("mistral-prefill", "llm-prefill", "infer", "bfloat16", _causal_lm(_mistral_config, 1, 512, "bfloat16"),
+             f"Mistral (7B widths: 4096/14336, 32 heads, 8 kv), {_TWO}; 1x512 prefill, all logits (held out)"),
+    ZooModel("phi3-decode-b16", "llm-decode", "infer", "bfloat16", _causal_lm(_phi3_config, 16, 1, "bfloat16"),
+             f"Phi-3-mini widths (3072/8192, fused qkv and gate_up), {_TWO}; one token x batch 16, no KV cache "
+             "(held out)"),
+    ZooModel("opt-decode-b4", "llm-decode", "infer", "float16", _causal_lm(_opt_config, 4, 1, "float16"),
+             f"OPT-1.3b widths (2048/8192, biases, ReLU), {_TWO}; one token x batch 4, no KV cache (held out)"),
+    ZooModel("t5-encoder", "encoder", "infer", "bfloat16", _t5_encoder,
+             f"T5-base encoder widths (768/3072, 12 heads, relative position bias), {_TWO}; 8x256 (held out)"),
+    ZooModel("mixer-b16", "vision-mlp", "infer", "float16", _timm("mixer_b16_224", 32, "float16", num_blocks=2),
+             "timm mixer_b16_224 (token- and channel-mixing MLPs), 12 -> 2 blocks; batch 32 (held out)"),
+    ZooModel("neox-train", "train", "train", "bfloat16", _causal_lm_train(_neox_config, 8, 256, "bfloat16"),
+             f"GPT-NeoX (Pythia-410m widths: 1024/4096, parallel residual), {_TWO}; bf16 weights, 8x256 tokens, "
+             "causal-LM loss, AdamW (held out)"),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]

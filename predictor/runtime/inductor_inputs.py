@@ -153,6 +153,21 @@ def output_feeds_pointwise(node: Any, depth: int = 3) -> bool:
     return False
 
 
+def output_consumers(node: Any, depth: int = 3) -> list[str]:
+    """The ops ``node``'s output feeds, looking through views (``aten.gelu``, ``aten.add``, ``output``...): what
+    an epilogue could fuse. Recorded beside each in-program decision, so that fusion effects can be studied."""
+    names: list[str] = []
+    for user in getattr(node, "users", ()) if node is not None and depth >= 0 else ():
+        target = getattr(user, "target", None)
+        packet = getattr(target, "overloadpacket", None)
+        name = getattr(packet, "__name__", "")
+        if name in _VIEW_OP_NAMES:
+            names += output_consumers(user, depth - 1)
+        else:
+            names.append(f"aten.{name}" if name else str(getattr(user, "op", "?")))
+    return names
+
+
 def _tf32_enabled() -> bool:
     """Whether float32 matmuls may run as TF32. ``torch.get_float32_matmul_precision`` raises once the
     per-backend API (``torch.backends.cuda.matmul.fp32_precision``, torch >= 2.9) was used; that one is read
