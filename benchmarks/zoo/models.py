@@ -342,8 +342,9 @@ _ENTRIES = [
              f"OPT-1.3b widths (2048/8192, biases, ReLU), {_TWO}; one token x batch 4, no KV cache (held out)"),
     ZooModel("t5-encoder", "encoder", "infer", "bfloat16", _t5_encoder,
              f"T5-base encoder widths (768/3072, 12 heads, relative position bias), {_TWO}; 8x256 (held out)"),
-    ZooModel("mixer-b16", "vision-mlp", "infer", "float16", _timm("mixer_b16_224", 32, "float16", num_blocks=2),
-             "timm mixer_b16_224 (token- and channel-mixing MLPs), 12 -> 2 blocks; batch 32 (held out)"),
+    ZooModel("mixer-b16", "vision-mlp", "infer", "float16", _timm("mixer_b16_224", 32, "float16"),
+             "timm mixer_b16_224 (token- and channel-mixing MLPs), full depth (timm fixes num_blocks); batch 32 "
+             "(held out)"),
     ZooModel("neox-train", "train", "train", "bfloat16", _causal_lm_train(_neox_config, 8, 256, "bfloat16"),
              f"GPT-NeoX (Pythia-410m widths: 1024/4096, parallel residual), {_TWO}; bf16 weights, 8x256 tokens, "
              "causal-LM loss, AdamW (held out)"),
