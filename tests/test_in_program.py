@@ -204,3 +204,15 @@ def test_a_paired_record_stands_for_base_and_flip_runs():
     # 0.5% slower in two rounds of three (the odd round's ratio is 1.206): the median ratio, within noise
     assert second["alternative_ms"] == pytest.approx(1.005) and second["agrees"] and not second["beyond_noise"]
     assert summary["agreement"] == 0.5
+
+
+def test_batched_step_time_is_the_mean_of_back_to_back_calls():
+    import time
+
+    import torch
+
+    from benchmarks.zoo.worker import batched_step_ms
+
+    calls = []
+    ms = batched_step_ms(lambda: (calls.append(1), time.sleep(0.002)), 5, torch.device("cpu"))
+    assert len(calls) == 5 and 2.0 <= ms < 10.0

@@ -235,7 +235,8 @@ def phase_time(model: str, run: str, repeats: int, table_path: Path) -> dict[str
 
 def phase_paired(model: str, repeats: int, table_path: Path, max_gemms: int, rounds: int) -> dict[str, Any]:
     """The base table and each flipped table compiled in this one process, each step captured in a CUDA graph,
-    then replayed in turns (``rounds`` rounds of ``repeats`` replays each, the order rotating per round).
+    then replayed in turns (``rounds`` rounds of ``repeats`` replays each, the order rotating per round; a round's
+    replays are queued back to back and timed as one, ``worker.batched_step_ms``).
 
     Why: timed in separate processes, two runs of the same table differ by 1-6% on a shared host, more than most
     decisions are worth; replays interleaved in one process see the same clocks and the same neighbours, so the
@@ -274,17 +275,16 @@ def phase_paired(model: str, repeats: int, table_path: Path, max_gemms: int, rou
         counts = table_choices_class().counts
         lookups[name] = {"hits": counts["hits"], "misses": counts["misses"]}
         log.info("captured %s (%d lookup hits, %d misses)", name, counts["hits"], counts["misses"])
-    samples: dict[str, list[list[float]]] = {name: [] for name in graphs}
+    samples: dict[str, list[float]] = {name: [] for name in graphs}  # per round: the mean of `repeats` replays
     names = list(graphs)
     with worker.timing_lock():
         for r in range(rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 for _ in range(worker.WARMUP):
                     graphs[name].replay()
-                samples[name].append(worker.step_times_ms(graphs[name].replay, repeats, device))
+                samples[name].append(worker.batched_step_ms(graphs[name].replay, repeats, device))
     ref = outputs["base"]
-    variants_out = {name: {"step_ms": statistics.median([t for rnd in samples[name] for t in rnd]),
-                           "round_ms": [statistics.median(rnd) for rnd in samples[name]],
+    variants_out = {name: {"step_ms": statistics.median(samples[name]), "round_ms": samples[name],
                            "rel_diff_vs_base": worker.errors(outputs[name], ref)[1], **lookups[name]}
                     for name in names}
     base_rounds = variants_out["base"]["round_ms"]
