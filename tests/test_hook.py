@@ -902,10 +902,14 @@ def test_decide_keeps_exactly_one_choice_triton_only_past_the_gap():
     # by less: cuBLAS alone (plain torch.compile's choice)
     unsure = pruner(PositionRanker(_scores_favouring(choices, 3, 1.5)), policy="decide", decide_gap=2.0)
     assert unsure.filter(choices, inputs, "mm") == [choices[0]]
-    # aten favoured: aten alone
+    # aten favoured by more than the default margin (DECIDE_MIN_GAP = -1.5): aten alone
     scores = np.zeros(len(choices))
-    scores[0] = 1.0
+    scores[0], scores[4] = 2.0, 0.4
     assert pruner(PositionRanker(scores), policy="decide").filter(choices, inputs, "mm") == [choices[0]]
+    # by less: the best Triton candidate (a near tie goes to the kernel that can take the epilogue)
+    scores[0] = 1.0
+    assert pruner(PositionRanker(scores), policy="decide").filter(choices, inputs, "mm") == [choices[4]]
+    assert pruner(PositionRanker(scores), policy="decide", decide_gap=0.0).filter(choices, inputs, "mm") == [choices[0]]
     assert confident.stats()["kept_total"] == 1 and confident.stats()["pruned"] == 1
 
 
