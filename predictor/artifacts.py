@@ -282,31 +282,19 @@ def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
     return ranker, meta
 
 
-def _lightgbm_importable() -> bool:
-    try:
-        import lightgbm  # noqa: F401 -- imports scikit-learn and scipy too: over a second
-    except (ImportError, OSError):  # not installed, or its native library does not load
-        return False
-    return True
-
-
-def load_runtime_model(folder: str | Path, expect_device: DeviceInfo | None = None, prefer_lightgbm: bool = False):
+def load_runtime_model(folder: str | Path, expect_device: DeviceInfo | None = None):
     """``(ranker, metadata)`` for the hook: the checks of ``load_model``, and for a LightGBM model a
     ``TextForestRanker`` that scores with numpy, same scores, without importing LightGBM, scikit-learn or scipy
     (over a second at every compile's start). Other rankers (the decision tree, the baselines) load through
-    ``load_model``, which imports the ranker registry only then.
-
-    ``prefer_lightgbm``: LightGBM's own predictor where it is installed, for the exhaustive space's ~2400 choices
-    per GEMM (scoring them on one CPU thread: ~20 ms against numpy's ~24 ms; its import, over a second, pays off
-    from ~250 such GEMMs)."""
+    ``load_model``, which imports the ranker registry only then. Even where LightGBM is installed its predictor
+    is not used: it is no faster on one CPU thread (2400 choices: ~17 ms against numpy's ~15 ms)."""
     folder = Path(folder)
     meta, spec = _checked_metadata(folder, expect_device)
     from .spaces.configs import warn_if_space_changed  # reads the installed torch's lists: the hook's loader only
 
     warn_if_space_changed(meta, str(folder))
     name = spec.get("name")
-    if meta.get("model_file") != LGBM_FILE or name not in TEXT_FOREST_SIGNS or (
-            prefer_lightgbm and _lightgbm_importable()):
+    if meta.get("model_file") != LGBM_FILE or name not in TEXT_FOREST_SIGNS:
         return load_model(folder, expect_device)
     model_file, payload = _verified_model_file(folder, meta)
     try:

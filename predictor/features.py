@@ -210,20 +210,36 @@ def _log2(x: Values) -> Values:
     return np.log2(np.maximum(x, 1e-30))
 
 
+def _log2_each(*values: Values) -> list[Values]:
+    """``np.log2`` of each value: one call for all when they are scalars (the hook's problem), else one each."""
+    if any(isinstance(v, np.ndarray) and v.ndim for v in values):
+        return [np.log2(v) for v in values]
+    return list(np.log2(np.array(values, dtype=np.float64)))
+
+
 def feature_matrix(rows: pd.DataFrame, device: DeviceInfo) -> np.ndarray:
     """Features as a float32 array of shape (len(rows), len(FEATURE_NAMES)); the fast path rankers use."""
     if len(rows) == 0:
         return np.zeros((0, N_FEATURES), dtype=np.float32)
     problem = [_numeric(_column(rows, c), scalar_if_constant=True) for c in _PROBLEM_NUMERIC]
-    candidate = [_numeric(_column(rows, c)) for c in _CANDIDATE_NUMERIC]
+    candidate = np.array([_numeric(_column(rows, c)) for c in _CANDIDATE_NUMERIC])
     return _matrix(len(rows), problem, candidate, _string_codes(rows, _STRING), device)
+
+
+# A list's candidate columns (``_candidate_columns``) and features (``_candidate_part``, per input dtype size and
+# device) by the identity of its Candidates, which the hook shares between GEMMs (``candidates_from_choices``):
+# every GEMM of a compile with the same list reuses them. Each entry holds its Candidates, so no id in a key can
+# be reused while the entry lives.
+_LISTS: dict[tuple[int, ...], tuple] = {}
+_LISTS_SIZE = 32
 
 
 def runtime_feature_matrix(problem: Problem, cands: list[Candidate], hints: list[int | None],
                            device: DeviceInfo) -> np.ndarray:
     """``feature_matrix(ranker_rows(problem, cands, hints), device)`` without building the DataFrame: the same
     columns (a problem field is one value, M each choice's multi-kernel hint where it has one), reduced the way
-    ``feature_matrix`` reduces them, so the two agree bit for bit (``tests/test_runtime_features.py``)."""
+    ``feature_matrix`` reduces them, so the two agree bit for bit (``tests/test_runtime_features.py``). What depends
+    on the candidates alone is computed once per list of Candidates (``_LISTS``)."""
     if not cands:
         return np.zeros((0, N_FEATURES), dtype=np.float32)
     m: Values = float(problem.m)
@@ -232,13 +248,26 @@ def runtime_feature_matrix(problem: Problem, cands: list[Candidate], hints: list
         m = float(ms[0]) if (ms == ms[0]).all() else ms  # as _numeric(scalar_if_constant=True)
     numbers = {"b": float(problem.b), "m": m, "n": float(problem.n), "k": float(problem.k),
                "align": float(problem.align)}
+    key = tuple(map(id, cands))
+    entry = _LISTS.get(key)
+    if entry is None:
+        entry = (tuple(cands), *_candidate_columns(cands), {})
+        if len(_LISTS) >= _LISTS_SIZE:
+            _LISTS.clear()  # (atomic: compiles may run on several threads)
+        _LISTS[key] = entry
+    _, table, family, aten_op, parts = entry
+    strs = {name: (None, [getattr(problem, name)]) for name in ("op", "dtype", "out_dtype", "layout_a", "layout_b")}
+    strs["family"], strs["aten_op"] = family, aten_op
+    return _matrix(len(cands), [numbers[c] for c in _PROBLEM_NUMERIC], table, strs, device, parts)
+
+
+def _candidate_columns(cands: list[Candidate]) -> tuple[np.ndarray, tuple, tuple]:
+    """The candidates' ``_CANDIDATE_NUMERIC`` as a (7, rows) array, their families and aten ops factorised."""
     # one flat iterator into numpy: a fifth of the time of np.array over a list of tuples
     table = np.fromiter(chain.from_iterable([c.numbers for c in cands]), dtype=np.float64,
                         count=len(cands) * len(_CANDIDATE_NUMERIC)).reshape(len(cands), -1)
-    strs = {name: (None, [getattr(problem, name)]) for name in ("op", "dtype", "out_dtype", "layout_a", "layout_b")}
-    strs["family"] = _factorise([c.family for c in cands])
-    strs["aten_op"] = _factorise([c.aten_op for c in cands])
-    return _matrix(len(cands), [numbers[c] for c in _PROBLEM_NUMERIC], list(table.T), strs, device)
+    return (np.ascontiguousarray(table.T), _factorise([c.family for c in cands]),
+            _factorise([c.aten_op for c in cands]))
 
 
 def _factorise(values: list) -> tuple[np.ndarray | None, list]:
@@ -253,10 +282,15 @@ def _factorise(values: list) -> tuple[np.ndarray | None, list]:
     return np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values)), uniques
 
 
-def _matrix(n_rows: int, problem: list[Values], candidate: list[np.ndarray],
-            strs: dict[str, tuple[np.ndarray | None, list]], device: DeviceInfo) -> np.ndarray:
+def _matrix(n_rows: int, problem: list[Values], candidate: np.ndarray, strs: dict[str, tuple[np.ndarray | None, list]],
+            device: DeviceInfo, parts: dict | None = None) -> np.ndarray:
     """The features from columns: ``problem`` (b, m, n, k, align; scalars where constant), ``candidate``
-    (``_CANDIDATE_NUMERIC``, float64 arrays) and ``strs`` (``_STRING``, factorised)."""
+    (``_CANDIDATE_NUMERIC`` as a (7, rows) float64 array) and ``strs`` (``_STRING``, factorised); ``parts``
+    remembers the candidates' own features (``_candidate_part``) for another problem with the same candidates.
+
+    The hook's lists have ~30 rows, where each numpy call costs more than its arithmetic: M, N and K go through
+    the tile formulas as one (3, rows) array, and the problem's logarithms are one call. Every value still comes
+    from the same operations in the same order, so the features are the same bit for bit."""
     # filled one feature at a time (contiguous), handed out as an (n_rows, n_features) view
     out = np.zeros((N_FEATURES, n_rows), dtype=np.float32)
 
@@ -264,9 +298,12 @@ def _matrix(n_rows: int, problem: list[Values], candidate: list[np.ndarray],
         for name, value in values.items():
             out[_INDEX[name]] = value
 
+    def put_rows(first: str, values: np.ndarray) -> None:  # consecutive features from ``first``, one per row
+        start = _INDEX[first]
+        out[start:start + len(values)] = values
+
     b, m, n, k, align = problem
     b, m, n, k = (np.maximum(x, 1.0) for x in (b, m, n, k))
-    block_m, block_n, block_k, num_stages, num_warps, group_m, k_split = candidate
 
     dtype_codes, dtype_values = strs["dtype"]
     out_codes, out_values = strs["out_dtype"]
@@ -294,9 +331,10 @@ def _matrix(n_rows: int, problem: list[Values], candidate: list[np.ndarray],
     flops = 2.0 * b * m * n * k
     ideal_bytes = b * ((m * k + k * n) * in_bytes + m * n * out_bytes)
     ideal_us = np.maximum(flops / peak, ideal_bytes / bandwidth) * 1e6
-    put(log2_m=np.log2(m), log2_n=np.log2(n), log2_k=np.log2(k), log2_b=np.log2(b))
-    put(log2_flops=np.log2(flops), log2_intensity=np.log2(flops / ideal_bytes))
-    put(log2_ideal_us=_log2(ideal_us))
+    log2_m, log2_n, log2_k, log2_b, log2_flops, log2_intensity, log2_ideal_us = _log2_each(
+        m, n, k, b, flops, flops / ideal_bytes, np.maximum(ideal_us, 1e-30))
+    put(log2_m=log2_m, log2_n=log2_n, log2_k=log2_k, log2_b=log2_b, log2_flops=log2_flops,
+        log2_intensity=log2_intensity, log2_ideal_us=log2_ideal_us)
     _one_hot(out, dtype_codes, dtype_values, DTYPES, "dtype_float16")
     put(in_bytes=in_bytes, out_bytes=out_bytes)
     put(layout_a_col=_lookup(*strs["layout_a"], {"col": 1.0}))
@@ -309,32 +347,32 @@ def _matrix(n_rows: int, problem: list[Values], candidate: list[np.ndarray],
     _one_hot(out, dtype_codes, dtype_values, FP8_DTYPES, "dtype_float8_e4m3fn")
     _one_hot(out, *strs["op"], SCALED_OPS, "op_scaled_mm_tensorwise")
 
-    # ---- candidate identity
-    fam_codes, fam_values = strs["family"]
-    is_tile = np.asarray(_lookup(fam_codes, fam_values, {"triton_mm": 1.0, "triton_tma": 1.0}) > 0)
-    is_dk = np.asarray(_lookup(fam_codes, fam_values, {"decompose_k": 1.0}) > 0)
-    _one_hot(out, fam_codes, fam_values, FAMILIES, "family_triton_mm")
-    _one_hot(out, *strs["aten_op"], ATEN_OPS, "aten_mm")
-    _one_hot(out, *strs["aten_op"], ("_scaled_mm",), "aten_scaled_mm")
-
+    # ---- the candidates alone
+    part = parts.get((in_bytes, smem_limit)) if parts is not None and np.ndim(in_bytes) == 0 else None
+    if part is None:
+        part = _candidate_part(out, candidate, strs, in_bytes, smem_limit)
+        if parts is not None and np.ndim(in_bytes) == 0:
+            parts[(in_bytes, smem_limit)] = part
+    else:
+        out[_CANDIDATE_ONLY] = part[0]
+    _, is_tile, is_dk = part
     # Tile features are computed for every row (block sizes of 0 read as 1) and overwritten with their
     # neutral values for non-tile rows at the end: one masked store instead of a np.where per feature.
-    bm, bn, bk = np.maximum(block_m, 1.0), np.maximum(block_n, 1.0), np.maximum(block_k, 1.0)
-    stages, warps = np.maximum(num_stages, 1.0), np.maximum(num_warps, 1.0)
-    put(log2_block_m=np.log2(bm), log2_block_n=np.log2(bn), log2_block_k=np.log2(bk))
-    put(num_stages=num_stages, num_warps=num_warps, group_m=group_m)
+    blocks = np.maximum(candidate[:3], 1.0)  # BLOCK_M, BLOCK_N, BLOCK_K
+    bm, bn, bk = blocks
 
-    # ---- tiles and quantisation
-    tiles_m, tiles_n, tiles_k = np.ceil(m / bm), np.ceil(n / bn), np.ceil(k / bk)
-    put(log2_tiles_m=np.log2(tiles_m), log2_tiles_n=np.log2(tiles_n))
+    # ---- tiles and quantisation, M, N and K at once
+    scalars = all(np.ndim(x) == 0 for x in (m, n, k))
+    dims = np.array([[m], [n], [k]]) if scalars else np.array(np.broadcast_arrays(m, n, k))
+    tiles = np.ceil(dims / blocks)
+    tiles_m, tiles_n, tiles_k = tiles
+    put_rows("log2_tiles_m", np.log2(tiles[:2]))
     put(k_iters=tiles_k)
     put(even_k=(k % bk) == 0)
-    eff_m, eff_n, eff_k = m / (tiles_m * bm), n / (tiles_n * bn), k / (tiles_k * bk)
-    put(eff_m=eff_m, eff_n=eff_n, eff_k=eff_k)
-    put(last_tile_m=(m - (tiles_m - 1.0) * bm) / bm)
-    put(last_tile_n=(n - (tiles_n - 1.0) * bn) / bn)
-    put(last_tile_k=(k - (tiles_k - 1.0) * bk) / bk)
-    put(pad_eff=eff_m * eff_n * eff_k)
+    eff = dims / (tiles * blocks)
+    put_rows("eff_m", eff)
+    put_rows("last_tile_m", (dims - (tiles - 1.0) * blocks) / blocks)
+    put(pad_eff=eff[0] * eff[1] * eff[2])
 
     # ---- parallelism: one CTA per output tile (the persistent TMA kernel loops over the same tiles)
     ctas = b * tiles_m * tiles_n
@@ -345,19 +383,9 @@ def _matrix(n_rows: int, problem: list[Values], candidate: list[np.ndarray],
     put(wave_eff=waves / waves_ceil)
     put(sm_fill=np.minimum(ctas, sm_count) / sm_count)
 
-    # ---- resources
-    stage_bytes = (bm * bk + bk * bn) * in_bytes
-    smem_frac = stage_bytes * stages / smem_limit
-    put(smem_stage_kb=stage_bytes / 1024.0)
-    put(smem_frac=smem_frac)
-    put(smem_fits=smem_frac <= 1.0)
-    put(acc_regs=bm * bn / (32.0 * warps))
-    put(tile_intensity=(2.0 / in_bytes) * bm * bn / (bm + bn))
-
     # ---- decompose-K: k_split bmm slabs of fp32 partial sums, written, then read back by the sum
-    splits = np.maximum(k_split, 1.0)
+    splits = np.maximum(candidate[6], 1.0)  # k_split
     dk_extra = (2.0 * PARTIAL_BYTES) * b * m * n * splits
-    put(k_split=splits)
     put(log2_k_per_split=np.log2(k / splits))
     put(log2_dk_extra_bytes=np.log2(1.0 + dk_extra))
     put(dk_extra_ratio=dk_extra / ideal_bytes)
@@ -373,33 +401,74 @@ def _matrix(n_rows: int, problem: list[Values], candidate: list[np.ndarray],
     log2_roofline = _log2(np.where(is_tile, tile_us, np.where(is_dk, dk_us, ideal_us)))
     put(log2_tile_load_bytes=np.log2(1.0 + tile_loads))
     put(log2_roofline_us=log2_roofline)
-    put(roofline_ratio_log2=log2_roofline - _log2(ideal_us))
+    put(roofline_ratio_log2=log2_roofline - log2_ideal_us)
 
     _neutralise(out, ~is_tile, _TILE_NEUTRAL)
     _neutralise(out, ~is_dk, _DK_NEUTRAL)
     return out.T
 
 
+# The features of a candidate alone (given the input dtype's size and the device): the same for every problem.
+_CANDIDATE_ONLY = [_INDEX[name] for name in (
+    *(f"family_{f}" for f in FAMILIES), *(f"aten_{o.lstrip('_')}" for o in ATEN_OPS), "aten_scaled_mm",
+    "log2_block_m", "log2_block_n", "log2_block_k", "num_stages", "num_warps", "group_m",
+    "smem_stage_kb", "smem_frac", "smem_fits", "acc_regs", "tile_intensity", "k_split")]
+
+
+def _candidate_part(out: np.ndarray, candidate: np.ndarray, strs: dict[str, tuple[np.ndarray | None, list]],
+                    in_bytes: Values, smem_limit: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Write the ``_CANDIDATE_ONLY`` features into ``out``; return them (a copy) and which rows are tiles and
+    decompose-K."""
+    def put(**values: Values) -> None:
+        for name, value in values.items():
+            out[_INDEX[name]] = value
+
+    # ---- identity
+    _one_hot(out, *strs["family"], FAMILIES, "family_triton_mm")
+    is_tile = (out[_INDEX["family_triton_mm"]] + out[_INDEX["family_triton_tma"]]) > 0
+    is_dk = out[_INDEX["family_decompose_k"]] > 0
+    _one_hot(out, *strs["aten_op"], ATEN_OPS, "aten_mm")
+    _one_hot(out, *strs["aten_op"], ("_scaled_mm",), "aten_scaled_mm")
+    blocks = np.maximum(candidate[:3], 1.0)  # BLOCK_M, BLOCK_N, BLOCK_K
+    bm, bn, bk = blocks
+    stages, warps = np.maximum(candidate[3:5], 1.0)
+    start = _INDEX["log2_block_m"]
+    out[start:start + 3] = np.log2(blocks)
+    start = _INDEX["num_stages"]
+    out[start:start + 3] = candidate[3:6]  # num_stages, num_warps, group_m
+    put(k_split=np.maximum(candidate[6], 1.0))
+
+    # ---- resources
+    stage_bytes = (bm * bk + bk * bn) * in_bytes
+    smem_frac = stage_bytes * stages / smem_limit
+    put(smem_stage_kb=stage_bytes / 1024.0)
+    put(smem_frac=smem_frac)
+    put(smem_fits=smem_frac <= 1.0)
+    put(acc_regs=bm * bn / (32.0 * warps))
+    put(tile_intensity=(2.0 / in_bytes) * bm * bn / (bm + bn))
+    return out[_CANDIDATE_ONLY], is_tile, is_dk
+
+
 def _one_hot(out: np.ndarray, codes: np.ndarray | None, uniques: list, vocabulary: tuple, first: str) -> None:
-    """Write the one-hot encoding of a factorised column into the consecutive features from ``first``."""
+    """Write the one-hot encoding of a factorised column into the consecutive features from ``first`` (still 0:
+    ``out`` starts as zeros and each feature is written once)."""
+    start = _INDEX[first]
+    if codes is None:  # one value in every row (the hook's problem fields): one feature of 1s, or none
+        if uniques[0] in vocabulary:
+            out[start + vocabulary.index(uniques[0])] = 1.0
+        return
     table = np.zeros((len(uniques) + 1, len(vocabulary)), dtype=np.float32)  # last row: missing
     for i, value in enumerate(uniques):
         if value in vocabulary:
             table[i, vocabulary.index(value)] = 1.0
-    start = _INDEX[first]
-    out[start:start + len(vocabulary)] = table[0][:, None] if codes is None else table[codes].T
+    out[start:start + len(vocabulary)] = table[codes].T
 
 
 def _neutralise(out: np.ndarray, mask: np.ndarray, neutral: tuple[np.ndarray, np.ndarray]) -> None:
     """Set the features ``neutral[0]`` of the rows in ``mask`` to the values ``neutral[1]``."""
-    if mask.ndim == 0:
-        if mask:
-            out[neutral[0]] = neutral[1][:, None]
-        return
     where = np.flatnonzero(mask)
     if len(where):
-        flat = (neutral[0][:, None] * out.shape[1] + where[None, :]).ravel()
-        out.put(flat, np.repeat(neutral[1], len(where)))
+        out[neutral[0][:, None], where] = neutral[1][:, None]
 
 
 def compute_features(rows: pd.DataFrame, device: DeviceInfo) -> pd.DataFrame:

@@ -135,3 +135,45 @@ def test_constant_columns_with_missing_values_follow_lightgbm(tmp_path, monkeypa
             np.testing.assert_allclose(forest.predict(Xc), booster.predict(Xc), atol=1e-9)
             np.testing.assert_allclose(forest.predict(Xc.astype(np.float32)),
                                        booster.predict(Xc.astype(np.float32).astype(np.float64)), atol=1e-9)
+
+
+def _forests(tmp_path):
+    """LightGBM models over 5 features as (name, forest, expected scores of X): stumps (shallower than the level
+    the walk first drops pairs at), deep trees, one one-leaf tree (a constant target), and the deep trees with a
+    one-leaf tree appended to their text (expected: LightGBM's scores + its leaf)."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(2000, 5))
+    X[rng.random(X.shape) < 0.2] = 0.0
+    y = np.sin(X[:, 0] * 3) + X[:, 1] * X[:, 2] + (X[:, 3] > 0.5)
+    out = []
+    for name, params, target in (("stumps", {"num_leaves": 2}, y), ("deep", {"num_leaves": 63}, y),
+                                 ("one leaf", {}, np.ones(len(y)))):
+        booster = lgb.train({"objective": "regression", "verbose": -1, "min_data_in_leaf": 3, **params},
+                            lgb.Dataset(X, target), 30)
+        path = tmp_path / f"{name}.txt"
+        booster.save_model(str(path))
+        out.append((name, load_text_forest(path), lambda Z, b=booster: b.predict(Z)))
+    deep = (tmp_path / "deep.txt").read_text()
+    leaf = "Tree=99\nnum_leaves=1\nnum_cat=0\nleaf_value=0.25\nis_linear=0\nshrinkage=1\n\n\n"
+    out.append(("deep + one leaf", lgbm_text.parse_text_forest(deep.replace("end of trees", leaf + "end of trees")),
+                lambda Z, f=out[1][2]: f(Z) + 0.25))
+    return X, out
+
+
+@pytest.mark.parametrize("specialise", [True, False])
+def test_any_depth_and_row_count_scores_as_lightgbm(tmp_path, specialise, monkeypatch):
+    """The walk (every pair at its root at level 0, pairs at their leaf dropped from ``_FIRST_DROP`` on, rows in
+    chunks) on forests shallower and deeper than that, with one-leaf trees, for row counts around the chunk size,
+    in float64 and in the hook's float32; with the forest specialised to constant columns and without."""
+    monkeypatch.setattr(lgbm_text, "_SPECIALISE_PAIRS", 0 if specialise else 1 << 62)
+    X, forests = _forests(tmp_path)
+    assert max(f.depth for _, f, _ in forests) > lgbm_text._FIRST_DROP >= min(f.depth for _, f, _ in forests)
+    chunk = lgbm_text._CHUNK_ROWS
+    for name, forest, expected in forests:
+        for rows in (1, 3, chunk - 1, chunk, chunk + 1, 3 * chunk + 7):
+            Z = X[:rows].copy()
+            Z[:, 4] = 0.5  # one constant column: what specialising decides once
+            np.testing.assert_allclose(forest.predict(Z), expected(Z), rtol=0, atol=1e-9, err_msg=f"{name}, {rows}")
+            Z32 = Z.astype(np.float32)
+            np.testing.assert_allclose(forest.predict(Z32), expected(Z32.astype(np.float64)), rtol=0, atol=1e-9,
+                                       err_msg=f"{name}, {rows} float32")

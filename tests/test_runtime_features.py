@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from predictor.testing.synthetic import METADATA
 
+from predictor import features
 from predictor.candidate import CANDIDATE_FIELDS, Candidate, from_template_kwargs
 from predictor.device import DeviceInfo
 from predictor.features import feature_matrix, ranker_rows, runtime_feature_matrix
@@ -90,3 +92,21 @@ def test_dataset_rows():
             CANDIDATE_FIELDS, values, strict=True)}) for values in group[list(CANDIDATE_FIELDS)].itertuples(index=False)]
         offline = feature_matrix(group.reset_index(drop=True), DEVICE)
         assert np.array_equal(runtime_feature_matrix(problem, cands, [None] * len(cands), DEVICE), offline), problem
+
+
+def test_a_list_seen_before_is_reused_for_other_problems(monkeypatch):
+    """The hook shares Candidates between GEMMs and ``runtime_feature_matrix`` keeps each list's candidate columns
+    (by the Candidates' identity): a list reused for other problems, sizes and hints still gives the offline
+    features; equal but distinct Candidates, or another order, are another list; the cache stays bounded."""
+    monkeypatch.setattr(features, "_LISTS", {})
+    problem, cands, hints = max(RECORDED, key=lambda r: len({c.family for c in r[1]}))
+    for other in (problem, replace(problem, m=7, n=300), replace(problem, k=4096, dtype="bfloat16")):
+        _assert_same(other, cands, hints, DEVICE)
+        _assert_same(other, cands, [64] * len(cands), DEVICE)
+    assert len(features._LISTS) == 1
+    _assert_same(problem, [replace(c) for c in cands], hints, DEVICE)  # equal, not the same objects
+    _assert_same(problem, cands[::-1], hints[::-1], DEVICE)
+    assert len(features._LISTS) == 3
+    for problem, cands, hints in RECORDED[:features._LISTS_SIZE + 5]:
+        _assert_same(problem, cands, hints, DEVICE)
+    assert len(features._LISTS) <= features._LISTS_SIZE

@@ -89,11 +89,18 @@ def test_other_rankers_load_through_load_model(saved):
     np.testing.assert_array_equal(runtime.score(saved["rows"], DEVICE), ranker.score(saved["rows"], DEVICE))
 
 
-def test_prefer_lightgbm(saved, monkeypatch):
-    _, folder = saved["lgbm_rank"]
-    assert isinstance(load_runtime_model(folder, prefer_lightgbm=True)[0], LGBMRankerModel)
-    monkeypatch.setitem(sys.modules, "lightgbm", None)  # as on a machine without LightGBM: the import fails
-    assert isinstance(load_runtime_model(folder, prefer_lightgbm=True)[0], TextForestRanker)
+def test_the_exhaustive_space_scores_with_numpy_too():
+    """LightGBM is installed here, yet the exhaustive space's pruner (2400 choices a GEMM) scores with numpy, which
+    is no slower than LightGBM's predictor, and loading it imports no offline library."""
+    folder = ROOT / "models" / "h200-exhaustive-lgbm-all"
+    code = ("from predictor.artifacts import read_metadata\n"
+            "from predictor.device import DeviceInfo\n"
+            "from predictor.runtime.hook import GemmPruner, HookSettings\n"
+            f"folder = {str(folder)!r}\n"
+            "device = DeviceInfo.from_metadata(read_metadata(folder))\n"
+            "pruner = GemmPruner(HookSettings(model=folder, space='exhaustive', device=device)).load()\n"
+            "assert pruner.disabled is None and type(pruner.ranker).__name__ == 'TextForestRanker', pruner.ranker\n")
+    assert _imported_offline(code) == []
 
 
 def _copy(folder: Path, tmp_path: Path) -> Path:
