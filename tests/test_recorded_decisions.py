@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORDING = ROOT / "tests" / "data" / "inductor_choices_h200_torch211.json"
 FIXTURE = ROOT / "tests" / "data" / "recorded_decisions.json"
 SETTINGS = {"prune": {"top_k": 5}, "wide": {"top_k": 8, "margin": None, "min_confidence": 0.5},
-            "decide": {"policy": "decide"}}
+            # the gap the fixture was recorded with (the default was 0.0 then): decisions, not the policy, are pinned
+            "decide": {"policy": "decide", "decide_gap": 0.0}}
 TOP = 5
 
 
