@@ -1057,3 +1057,12 @@ def test_a_split_addmm_is_tied_to_the_node_being_lowered(monkeypatch):
     assert p.filter(triton_call, FakeInputs(a, b, bias=FakeNode((512, 768), (0, 1))), "addmm") == []  # same lowering
     monkeypatch.setattr(split_addmm, "_lowering_node", lambda: second)
     assert len(p.filter(triton_call, FakeInputs(a, b, bias=FakeNode((512, 768), (0, 1))), "addmm")) == 1
+
+
+def test_quantized_gemms_never_take_triton_behind_cublas():
+    from predictor.runtime.policy import DECIDE_MIN_GAP, decide_gap_for
+
+    assert DECIDE_MIN_GAP < 0  # fp16/bf16/fp32: a near tie goes to Triton (measured in whole steps)
+    assert decide_gap_for("mm", DECIDE_MIN_GAP) == DECIDE_MIN_GAP == decide_gap_for("bmm", DECIDE_MIN_GAP)
+    for op in ("int_mm", "scaled_mm_rowwise", "scaled_mm_tensorwise"):
+        assert decide_gap_for(op, DECIDE_MIN_GAP) == 0.0 and decide_gap_for(op, 2.0) == 2.0

@@ -188,22 +188,28 @@ def test_a_paired_record_stands_for_base_and_flip_runs():
 
     row = {"problem": "p", "op_name": "mm", "count": 1, "ideal_us": 3.0, "gap": -1.0, "chosen_side": "cublas",
            "alternative": {"template_id": "triton::mm"}}
+    base = [0.99, 1.0, 1.01, 1.0, 1.0]
     paired = {"model": "m", "run": "paired", "status": "ok", "step_ms": 1.0,
-              "variants": {"base": {"step_ms": 1.0, "round_ms": [0.99, 1.0, 1.01]},
+              "variants": {"base": {"step_ms": 1.0, "round_ms": base},
                            # flip:0 is 5% faster in every round; a slow round (1.2) moves it with the base
-                           "flip:0": {"step_ms": 0.95, "round_ms": [0.9405, 0.95, 0.9595], "misses": 0},
-                           "flip:1": {"step_ms": 1.2, "round_ms": [0.99495, 1.2 * 1.005, 1.01505], "misses": 0}}}
+                           "flip:0": {"step_ms": 0.95, "round_ms": [0.95 * b for b in base], "misses": 0},
+                           # 0.5% slower but for one odd round: the median ratio holds, the quartiles too
+                           "flip:1": {"step_ms": 1.2, "round_ms": [1.005 * b for b in base[:4]] + [1.2], "misses": 0},
+                           # flips around the base by +-4%: too noisy to tell 1%
+                           "flip:2": {"step_ms": 1.0, "round_ms": [b * f for b, f in zip(base, (0.96, 1.04, 0.96,
+                                                                                             1.04, 1.0))]}}}
     runs = paired_as_runs(paired)
-    assert [r["run"] for r in runs] == ["base:0", "base:1", "base:2", "flip:0", "flip:1"]
+    assert [r["run"] for r in runs] == ["base:0", "base:1", "base:2", "base:3", "base:4", "flip:0", "flip:1", "flip:2"]
     stale = {"model": "m", "run": "base:0", "status": "ok", "step_ms": 5.0}  # a separate-process run: superseded
-    summary = agreement([stale, paired], {"m": {"rows": [row, {**row, "gap": 0.5}]}})
+    summary = agreement([stale, paired], {"m": {"rows": [row, {**row, "gap": 0.5}, row]}})
     assert summary["noise"]["m"] == pytest.approx(0.02)
-    first, second = summary["gemms"]
+    first, second, third = summary["gemms"]
     assert first["hook_ms"] == 1.0 and first["alternative_ms"] == pytest.approx(0.95)
-    assert not first["agrees"] and first["beyond_noise"]
-    # 0.5% slower in two rounds of three (the odd round's ratio is 1.206): the median ratio, within noise
+    assert not first["agrees"] and first["beyond_noise"] and first["resolved"]
     assert second["alternative_ms"] == pytest.approx(1.005) and second["agrees"] and not second["beyond_noise"]
-    assert summary["agreement"] == 0.5
+    assert second["ratio_iqr"] == pytest.approx(0.0, abs=1e-9) and second["resolved"]
+    assert third["ratio_iqr"] == pytest.approx(0.08) and not third["resolved"]
+    assert summary["agreement"] == 0.5 and summary["n"] == 2 and summary["unresolved"] == 1
 
 
 def test_batched_step_time_is_the_mean_of_back_to_back_calls():

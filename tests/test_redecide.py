@@ -23,3 +23,13 @@ def test_a_changed_decision_takes_the_runner_ups_measured_time():
     assert then["changed"] == [] and then["agreement"] == 0.0
     # had cuBLAS been faster in the program, the new pick would disagree
     assert redecide(summary(0.1000, 0.1100), "models/h100-default-lgbm-all", 0.0, 0.01)["agreement"] == 0.0
+
+
+def test_without_a_model_the_recorded_gap_decides_and_unresolved_gemms_are_left_out():
+    doc = summary(0.1091, 0.1053)
+    doc["gemms"][0]["gap"] = -0.91
+    doc["gemms"].append({**doc["gemms"][0], "gap": -0.5, "resolved": False})  # too noisy: not counted
+    assert redecide(doc, None, 0.0, 0.01) == {"model": None, "gap": 0.0, "n": 1, "agreement": 0.0, "changed": []}
+    at_margin = redecide(doc, None, -1.5, 0.01)  # -0.91 >= -1.5: Triton, measured faster
+    assert at_margin["agreement"] == 1.0 and [r["now"] for r in at_margin["changed"]] == ["triton"]
+    assert redecide(doc, None, -0.9, 0.01)["agreement"] == 0.0  # -0.91 < -0.9: cuBLAS, measured slower

@@ -37,7 +37,7 @@ from .discovery import _this_gpu, find_model, model_roots
 from ..features import ideal_time_us, ranker_rows, runtime_feature_matrix
 from .inductor_inputs import (_lowering_node, _operands_key, _symbolic_sizes, _tf32_enabled, output_feeds_pointwise,
                               problem_from_inputs, scaled_op)
-from .policy import (EXPLICIT_KIND_OPS, aten_alone_if_small, decide_one, fallback_choices, keep_best,
+from .policy import (EXPLICIT_KIND_OPS, aten_alone_if_small, decide_gap_for, decide_one, fallback_choices, keep_best,
                      out_of_training_range, trusted_kind, untrained_kind, with_aten_fallback, with_epilogue_templates)
 from ..problem import Problem
 from .settings import HookSettings
@@ -411,7 +411,8 @@ class GemmPruner:
 
         is_aten = [c.family == "aten" for c in cands]
         if deciding:
-            chosen = decide_one(scores, is_aten, self.may_pick_triton(problem, kernel_inputs), s.decide_gap)
+            chosen = decide_one(scores, is_aten, self.may_pick_triton(problem, kernel_inputs),
+                                decide_gap_for(problem.op, s.decide_gap))
             log.debug("gemm-predictor: %s (%s): decided %s of %d", op_name, problem, cands[chosen].key, len(cands))
             if self.decision_observer is not None:
                 try:  # observing must never break a compile
