@@ -2,7 +2,8 @@
 
 What it sets, and why (measured on real models: docs/benchmarks/zoo, "Attribution"):
 - The hook with ``policy="decide"``: every GEMM gets exactly one choice, used without any benchmark — the model's
-  favourite, cuBLAS or a Triton/decompose-K kernel (``policy.DECIDE_MIN_GAP`` says why no margin). Full
+  favourite Triton/decompose-K kernel unless cuBLAS leads it by more than 1.5 score units (``policy.DECIDE_MIN_GAP``
+  says why near ties go to Triton: measured in whole steps), else cuBLAS. Full
   max-autotune benchmarks 20–30 kernels per GEMM (minutes of compile) and its benchmark overstates cuBLAS on
   small GEMMs, so it often picks slower Triton kernels: most of its inference losses.
 - ``max_autotune_gemm=True`` only so that Inductor builds the Triton candidates the hook may pick; nothing is
@@ -86,7 +87,8 @@ def compile(model: Any, *, cudagraphs: bool | str = "auto", predictor_model: str
     (an inference server calling the model directly, step by step), ``False`` for none.
     ``predictor_model``: a model folder (default: the shipped one for this GPU; without one, every GEMM runs
     cuBLAS, as under plain ``torch.compile``, with one warning). ``decide_gap``: how far (score units) the
-    model's favourite Triton kernel must lead cuBLAS to be taken (``predictor.runtime.policy.DECIDE_MIN_GAP``).
+    model's favourite Triton kernel must lead cuBLAS to be taken; negative: how far it may trail
+    (``predictor.runtime.policy.DECIDE_MIN_GAP``, -1.5; int8/fp8 GEMMs never below 0.0).
     ``fallback``: what a GEMM the hook cannot rank gets (``"aten"``, plain's choice; ``"full"``, stock
     max-autotune). ``options``: extra Inductor options, applied over the recommended ones. Anything else goes
     to ``torch.compile`` (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).

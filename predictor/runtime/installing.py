@@ -120,8 +120,9 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
     to win somewhere over the hints' span) and the favourite alone for the others (Inductor needs a Triton
     kernel for every hint in ``config.multi_kernel_hints``; which hints exist is that global setting).
     ``policy``: ``"prune"`` keeps the top k (and the rules above) for Inductor to benchmark; ``"decide"`` keeps
-    exactly one choice per GEMM, used without any benchmark: the model's favourite where it beats the best aten
-    choice by ``decide_gap`` score units on a kind of problem it was trained on, else aten (``predictor.runtime.policy``;
+    exactly one choice per GEMM, used without any benchmark: the model's favourite non-aten choice where its score
+    minus the best aten choice's is at least ``decide_gap`` (negative: it may trail) on a kind of problem it was
+    trained on, else aten (``predictor.runtime.policy``;
     ``predictor.compile`` uses it). ``fallback``: what a GEMM keeps when the hook cannot rank it (an op or
     template it does not know, no model for this GPU, any error): ``"aten"`` (default) the aten choice alone, as
     plain ``torch.compile`` runs it; ``"full"`` Inductor's whole list (stock max-autotune). ``_device``: tests
