@@ -17,6 +17,7 @@ import pytest
 import torch
 from predictor.testing.synthetic import METADATA
 
+from benchmarks.zoo import agreement as agreement_module
 from benchmarks.zoo import in_program
 from predictor.device import DeviceInfo
 from predictor.runtime.compiling import recommended_settings
@@ -135,14 +136,14 @@ def test_agreement_and_its_table():
     rec = lambda run, ms, status="ok": {"model": "m", "run": run, "step_ms": ms, "status": status}  # noqa: E731
     records = [rec("record", 1.0), rec("base:0", 1.00), rec("base:1", 1.004), rec("base:2", 0.998),
                rec("flip:0", 1.02), rec("flip:2", 0.95), rec("flip:3", 0.995), rec("flip:1", None, "error")]
-    s = in_program.agreement(records, {"m": {"rows": rows}})
+    s = agreement_module.agreement(records, {"m": {"rows": rows}})
     assert s["n"] == 3 and s["agreement"] == pytest.approx(2 / 3)
     assert s["noise"]["m"] == pytest.approx(0.006)
     by = {g["problem"]: g for g in s["gemms"]}
     assert by["k1"]["agrees"] and by["k1"]["beyond_noise"] and by["k1"]["hook_ms"] == 1.0
     assert not by["k3"]["agrees"] and by["k3"]["alternative"] == "triton::mm"
     assert by["k4"]["agrees"] and not by["k4"]["beyond_noise"]  # 0.5% faster: inside 1% and inside the noise
-    md = in_program.markdown(s, {"gpu": "NVIDIA H100", "torch": "2.11", "triton": "3.6"})
+    md = agreement_module.markdown(s, {"gpu": "NVIDIA H100", "torch": "2.11", "triton": "3.6"})
     assert "66.7% of 3 GEMMs" in md and "NVIDIA H100" in md and md.count("| NO |") == 1
 
 
@@ -184,7 +185,7 @@ def test_timing_lock_is_exclusive_across_open_files(tmp_path, monkeypatch):
 
 
 def test_a_paired_record_stands_for_base_and_flip_runs():
-    from benchmarks.zoo.in_program import agreement, paired_as_runs
+    from benchmarks.zoo.agreement import agreement, paired_as_runs
 
     row = {"problem": "p", "op_name": "mm", "count": 1, "ideal_us": 3.0, "gap": -1.0, "chosen_side": "cublas",
            "alternative": {"template_id": "triton::mm"}}
