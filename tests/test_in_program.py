@@ -17,7 +17,7 @@ import pytest
 import torch
 from predictor.testing.synthetic import METADATA
 
-from benchmarks.zoo import agreement as agreement_module
+from benchmarks.zoo import in_program_agreement as agreement_module
 from benchmarks.zoo import in_program
 from predictor.device import DeviceInfo
 from predictor.runtime.compiling import recommended_settings
@@ -185,7 +185,7 @@ def test_timing_lock_is_exclusive_across_open_files(tmp_path, monkeypatch):
 
 
 def test_a_paired_record_stands_for_base_and_flip_runs():
-    from benchmarks.zoo.agreement import agreement, paired_as_runs
+    from benchmarks.zoo.in_program_agreement import agreement, paired_as_runs
 
     row = {"problem": "p", "op_name": "mm", "count": 1, "ideal_us": 3.0, "gap": -1.0, "chosen_side": "cublas",
            "alternative": {"template_id": "triton::mm"}}

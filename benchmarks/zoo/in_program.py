@@ -21,7 +21,7 @@ Per model, every run in a fresh process with empty Inductor/Triton caches (as ``
    with the same GEMM flip together, as the hook decides them together.
 
 A GEMM agrees when the hook's step time (median of the base runs) is within 1% of the better of the two
-(``agreement.py`` computes the figure). ``OUT/results.json`` is a list of records keyed (model, run), rewritten atomically after every run (GPU,
+(``in_program_agreement.py`` computes the figure). ``OUT/results.json`` is a list of records keyed (model, run), rewritten atomically after every run (GPU,
 torch, triton in each); a rerun skips recorded runs (``--retry-failed`` redoes errors and timeouts).
 ``OUT/agreement.json``/``.md``: the figure and the per-GEMM table. ``--lanes N`` runs N processes at once on
 the one GPU; only their compiles overlap (the timed part holds ``OUT/gpu.lock``), and the base runs' spread
@@ -51,7 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from .agreement import report
+from .in_program_agreement import report
 from .worker import GPU_LOCK_ENV, environment, one_line, write_json
 
 log = logging.getLogger("zoo.in_program")
