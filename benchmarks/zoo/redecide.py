@@ -6,7 +6,8 @@ agreement it would have reached (CPU only; both sides of every flipped GEMM were
         --model models/h100-default-lgbm --gap 2.0
 
 Without ``--model``, each GEMM's side follows from the score gap recorded in the program (the model that ran
-there): Triton/decompose-K when it is at least ``--gap``. With ``--model``: for each flipped GEMM of ``agreement.json`` it rebuilds the candidate list from ``predictor.spaces`` (the installed
+there): Triton/decompose-K when it is at least ``--gap``. With ``--model``: for each flipped GEMM of
+``agreement.json`` it rebuilds the candidate list from ``predictor.spaces`` (the installed
 torch's lists: on another torch than the GPU's, a candidate may differ from the one Inductor offered), scores it
 with ``--model`` and takes ``policy.decide_one`` at ``--gap``. A GEMM whose decision lands on the other side
 (cuBLAS vs Triton/decompose-K) than the hook took in the program is counted with the runner-up's measured time.

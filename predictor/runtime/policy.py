@@ -25,10 +25,11 @@ from ..problem import SCALED_OPS
 # be kept. -1.5 because the labels time bare GEMMs, and in the program a Triton template also takes the GEMM's
 # bias/activation/residual epilogue and sees the program's cache state; measured on the H100 in whole steps
 # (python -m benchmarks.zoo.in_program --paired, docs/benchmarks/zoo/nvidia-h100/in_program, session 9):
-# - among the zoo GEMMs the model scored within 1.5 of cuBLAS in cuBLAS's favour, Triton ran as fast or faster in
-#   the step in 15 of 16;
-# - the pick is within 1% of the faster side for 89.7% of the 39 GEMMs of the 7 zoo models the threshold was
-#   chosen on (82.1% at 0.0) and for 92.3% of 26 GEMMs of 5 held-out architectures (80.8% at 0.0);
+# - of the 16 GEMMs the model scored within 1.5 of cuBLAS in cuBLAS's favour, Triton ran as fast or faster in the
+#   step in 15;
+# - the pick is within 1% of the faster side for 91.3% of 46 GEMMs of 9 zoo models, where -1.5 was chosen (84.8% at
+#   0.0), and for 90.9% of 22 GEMMs of 5 architectures added afterwards (77.3% at 0.0)
+#   (python -m benchmarks.zoo.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program --gap -1.5);
 # - offline, on bare-GEMM labels (python -m benchmarks.decide_gap --model models/h100-default-lgbm --dataset
 #   datasets/nvidia-h100/default.parquet; 1529 held-out problems): policy oracle 0.973 vs 0.978 at 0.0 and 0.971
 #   at 2.0 -- the price, in the isolated measurement, of following the program.
