@@ -42,14 +42,18 @@ def side_of(model_folder: str, gap: float, problem: Problem) -> str:
 _load_model = functools.cache(load_runtime_model)  # one parse per model folder, not one per GEMM
 
 
+def counted(summary: dict, models: set[str] | None = None) -> list[dict]:
+    """The measured GEMMs the figure counts: those the harness resolved, of ``models`` (None: all)."""
+    return [g for g in summary["gemms"]
+            if g.get("resolved", True) and (models is None or g["model"] in models)]
+
+
 def redecide(summary: dict, model_folder: str | None, gap: float, tolerance: float,
              models: set[str] | None = None) -> dict:
     """Per measured GEMM (those the harness resolved) the new side and whether it is within ``tolerance`` of the
     better measured side. ``model_folder`` None: the side the recorded gap gives at ``gap``."""
     rows = []
-    for g in summary["gemms"]:
-        if not g.get("resolved", True) or (models is not None and g["model"] not in models):
-            continue
+    for g in counted(summary, models):
         if model_folder is None:
             side = "triton" if g["gap"] >= gap else "cublas"
         else:
@@ -74,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = json.loads((Path(args.inprog) / "agreement.json").read_text())
     models = set(args.models.split(",")) if args.models else None
     result = redecide(summary, args.model, args.gap, summary["tolerance"], models)
-    measured = [g["agrees"] for g in summary["gemms"]
-                if g.get("resolved", True) and (models is None or g["model"] in models)]
+    measured = [g["agrees"] for g in counted(summary, models)]
     print(f"measured policy: {sum(measured) / len(measured):.1%} of {len(measured)} GEMMs; "
           f"{args.model or 'the recorded gaps'} at gap {args.gap}: {result['agreement']:.1%}; "
           f"decisions changed on {len(result['changed'])}:")
