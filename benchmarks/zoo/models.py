@@ -160,6 +160,56 @@ def _t5_encoder(device: torch.device, dtype: torch.dtype | None = None):
     return HFOut(model, ("input_ids",), "last_hidden_state"), (_ids(32128, (8, 256), device),), "forward"
 
 
+# Held-out architectures, second set (session 10): added after DECIDE_MIN_GAP = -1.5 was fixed and never used to
+# tune anything. New here: head_dim 256 with one kv head and GeGLU (Gemma), q/k norms and 64-token decode (Qwen3),
+# 257-token images (CLIP ViT-L/14), a conv feature encoder feeding a transformer (wav2vec2), an encoder-decoder
+# training step (BART).
+def _gemma_config(**kw: Any):
+    from transformers import GemmaConfig  # Gemma-2B widths: 2048/16384, 8 heads, 1 kv, head_dim 256, vocab 256000
+    return GemmaConfig(**{**dict(hidden_size=2048, intermediate_size=16384, num_attention_heads=8,
+                                 num_key_value_heads=1, head_dim=256, vocab_size=256000, num_hidden_layers=2), **kw})
+
+
+def _qwen3_config(**kw: Any):
+    from transformers import Qwen3Config  # Qwen3-1.7B widths: 2048/6144, 16 heads, 8 kv, head_dim 128, q/k norms
+    return Qwen3Config(**{**dict(hidden_size=2048, intermediate_size=6144, num_attention_heads=16,
+                                 num_key_value_heads=8, head_dim=128, vocab_size=151936, num_hidden_layers=2,
+                                 tie_word_embeddings=True), **kw})
+
+
+def _clip_vision(device: torch.device, dtype: torch.dtype | None = None, **kw: Any):
+    from transformers import CLIPVisionConfig  # ViT-L/14 widths: 1024/4096, 16 heads; 224 px -> 257 tokens
+    config = CLIPVisionConfig(**{**dict(hidden_size=1024, intermediate_size=4096, num_attention_heads=16,
+                                        num_hidden_layers=2, patch_size=14, image_size=224), **kw})
+    wdtype = _weights_dtype("float16", dtype)
+    model = _hf("CLIPVisionModel", config, device, wdtype)
+    pixels = torch.randn(16, 3, config.image_size, config.image_size, device=device, dtype=wdtype)
+    return HFOut(model, ("pixel_values",), "last_hidden_state"), (pixels,), "forward"
+
+
+def _wav2vec2(device: torch.device, dtype: torch.dtype | None = None, **kw: Any):
+    from transformers import Wav2Vec2Config  # wav2vec2-base widths: 768/3072, 12 heads, 7 conv feature layers
+    config = Wav2Vec2Config(**{**dict(hidden_size=768, intermediate_size=3072, num_attention_heads=12,
+                                      num_hidden_layers=2, hidden_dropout=0.0, attention_dropout=0.0,
+                                      activation_dropout=0.0, feat_proj_dropout=0.0, layerdrop=0.0,
+                                      mask_time_prob=0.0), **kw})
+    wdtype = _weights_dtype("float16", dtype)
+    model = _hf("Wav2Vec2Model", config, device, wdtype)
+    audio = torch.randn(4, 32000, device=device, dtype=wdtype)  # 2 s at 16 kHz: 99 frames per clip
+    return HFOut(model, ("input_values",), "last_hidden_state"), (audio,), "forward"
+
+
+def _bart_train(device: torch.device, dtype: torch.dtype | None = None, **kw: Any):
+    from transformers import BartConfig  # bart-base widths: 768/3072, 12 heads
+    config = BartConfig(**{**dict(d_model=768, encoder_ffn_dim=3072, decoder_ffn_dim=3072,
+                                  encoder_attention_heads=12, decoder_attention_heads=12, encoder_layers=2,
+                                  decoder_layers=2, vocab_size=50265, dropout=0.0, attention_dropout=0.0,
+                                  activation_dropout=0.0), **kw})
+    model = _hf("BartForConditionalGeneration", config, device, _weights_dtype("bfloat16", dtype))
+    ids, labels = _ids(config.vocab_size, (8, 128), device), _ids(config.vocab_size, (8, 64), device)
+    return HFOut(model, ("input_ids", "labels"), "loss"), (ids, labels), "loss"
+
+
 def _hf(auto: str, config, device: torch.device, dtype: torch.dtype) -> nn.Module:
     import transformers
     torch.manual_seed(0)
@@ -348,6 +398,23 @@ _ENTRIES = [
     ZooModel("neox-train", "train", "train", "bfloat16", _causal_lm_train(_neox_config, 8, 256, "bfloat16"),
              f"GPT-NeoX (Pythia-410m widths: 1024/4096, parallel residual), {_TWO}; bf16 weights, 8x256 tokens, "
              "causal-LM loss, AdamW (held out)"),
+    # held out, second set (see _gemma_config): not used to tune any policy
+    ZooModel("gemma-prefill", "llm-prefill", "infer", "bfloat16",
+             _causal_lm(_gemma_config, 2, 256, "bfloat16", logits_to_keep=1),
+             f"Gemma (2B widths: 2048/16384, 8 heads, 1 kv, head_dim 256, GeGLU, vocab 256000), {_TWO}; 2x256 "
+             "prefill, last-token logits (held out, set 2)"),
+    ZooModel("qwen3-decode-b64", "llm-decode", "infer", "bfloat16", _causal_lm(_qwen3_config, 64, 1, "bfloat16"),
+             f"Qwen3 (1.7B widths: 2048/6144, 16 heads, 8 kv, q/k norms), {_TWO}; one token x batch 64, no KV "
+             "cache (held out, set 2)"),
+    ZooModel("clip-vit-l", "vision-transformer", "infer", "float16", _clip_vision,
+             f"CLIP vision tower (ViT-L/14 widths: 1024/4096, 16 heads), {_TWO}; batch 16 at 224 px, 257 tokens "
+             "(held out, set 2)"),
+    ZooModel("wav2vec2", "speech", "infer", "float16", _wav2vec2,
+             f"wav2vec2-base widths (conv feature encoder, 768/3072, 12 heads), {_TWO}; batch 4 x 2 s of 16 kHz "
+             "audio (held out, set 2)"),
+    ZooModel("bart-train", "train", "train", "bfloat16", _bart_train,
+             "BART-base widths (768/3072, 12 heads), 2 encoder + 2 decoder layers, dropout 0; bf16 weights, 8x128 "
+             "in, 8x64 labels, AdamW (held out, set 2)"),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]
