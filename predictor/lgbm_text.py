@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .compiled_walk import compiled_forest
 from .features import feature_matrix, model_feature_count
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class TextForest:
         too_high = rounded.astype(np.float64) > derived["threshold2"]
         derived["_threshold32"] = np.where(too_high, np.nextafter(rounded, np.float32(-np.inf)), rounded)
         derived["_plain"] = not self.missing.any()  # every split treats NaN as 0 (read once, not per call)
+        derived["_compiled"] = None  # the compiled walker's view of the forest, made at the first float32 predict
         for name, array in derived.items():
             object.__setattr__(self, name, array)
 
@@ -81,6 +83,12 @@ class TextForest:
         # float32 features (the hook's) compare against thresholds rounded down to float32, which decides every
         # split as the float64 threshold does (no float32 lies between them) and gathers half the bytes
         single = plain and X.dtype == np.float32
+        if single:
+            if self._compiled is None:  # (two threads may both make it: the same arrays either way)
+                object.__setattr__(self, "_compiled", compiled_forest(self) or False)
+            scores = self._compiled.predict(X) if self._compiled else None
+            if scores is not None:
+                return scores
         X = np.asarray(X, dtype=np.float32 if single else np.float64)
         if plain:  # every split treats NaN as 0: once here instead of at every step
             X = np.where(np.isnan(X), X.dtype.type(0), X)
