@@ -93,10 +93,8 @@ def _load() -> Any:
         log.warning("the compiled tree walker is unavailable (%s: %s); LightGBM forests are walked in numpy "
                     "(slower, same scores)", type(exc).__name__, exc)
         return None
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    lib.gp_prepare.argtypes = [i64, i64, i64, ptr, ptr, ptr, ptr, ptr]
-    lib.gp_predict.argtypes = [ptr, i64, i64, i64, i64, i64, i64, i64, ptr, ptr, ptr, ptr, ptr, ptr, ctypes.c_int,
-                               ptr]
+    lib.gp_prepare.argtypes = [ctypes.c_void_p]
+    lib.gp_predict.argtypes = [ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 3, ctypes.c_void_p]
     lib.gp_prepare.restype = lib.gp_predict.restype = ctypes.c_int
     return lib
 
@@ -118,34 +116,41 @@ def reset() -> None:
         _library = None
 
 
+_FIELDS = (("trees", "i"), ("width", "i"), ("split_nodes", "i"), ("features", "i"), ("roots", "p"), ("children", "p"),
+           ("feature", "p"), ("threshold", "p"), ("value", "p"), ("left_leaves", "p"), ("by_bit", "p"), ("wide", "i"))
+
+
 class CompiledForest:
-    """A TextForest's arrays in the walker's types, with each split's left leaves as a bit mask."""
+    """A TextForest's arrays in the walker's types and its ``forest_t`` (tree_walk.c) pointing at them."""
 
     def __init__(self, lib: Any, forest: TextForest) -> None:
+        import ctypes
+
+        class _Forest(ctypes.Structure):
+            _fields_ = [(name, ctypes.c_int64 if kind == "i" else ctypes.c_void_p) for name, kind in _FIELDS]
+
         self.lib = lib
-        self.n_features, self.trees = len(forest.feature_names), len(forest.roots)
-        self.width, self.split_nodes = forest.width, forest.split_nodes
-        self.wide = forest.width - forest.split_nodes > 32
-        self.roots = np.ascontiguousarray(forest.roots, dtype=np.int32)
-        self.children = np.ascontiguousarray(forest.children, dtype=np.int32)
-        self.feature = np.ascontiguousarray(forest.feature, dtype=np.int32)
-        self.threshold = np.ascontiguousarray(forest._threshold32[::2])  # float32, rounded down (TextForest)
-        self.left_leaves = np.zeros(len(self.feature), dtype=np.uint64)
-        self.by_bit = np.zeros(self.trees * MAX_LEAVES)
-        value = np.ascontiguousarray(forest.value, dtype=np.float64)
-        if lib.gp_prepare(self.trees, self.width, self.split_nodes, self.roots.ctypes.data, self.children.ctypes.data,
-                          value.ctypes.data, self.left_leaves.ctypes.data, self.by_bit.ctypes.data) != 0:
-            raise ValueError(f"a tree has over {MAX_LEAVES} leaves")
+        self.arrays = {  # kept alive here: the struct holds their addresses
+            "roots": np.ascontiguousarray(forest.roots, dtype=np.int32),
+            "children": np.ascontiguousarray(forest.children, dtype=np.int32),
+            "feature": np.ascontiguousarray(forest.feature, dtype=np.int32),
+            "threshold": np.ascontiguousarray(forest._threshold32[::2]),  # float32, rounded down (TextForest)
+            "value": np.ascontiguousarray(forest.value, dtype=np.float64),
+            "left_leaves": np.zeros(len(forest.feature), dtype=np.uint64),
+            "by_bit": np.zeros(len(forest.roots) * MAX_LEAVES),
+        }
+        self.struct = _Forest(trees=len(forest.roots), width=forest.width, split_nodes=forest.split_nodes,
+                              features=len(forest.feature_names), wide=0,
+                              **{name: array.ctypes.data for name, array in self.arrays.items()})
+        self.status = lib.gp_prepare(ctypes.byref(self.struct))  # 0, or the forest is not for this walker
+        self._forest = ctypes.addressof(self.struct)
 
     def predict(self, X: np.ndarray) -> np.ndarray | None:
         """Raw scores of float32 rows (any strides), or None when the walker could not run (out of memory)."""
         if X.strides[0] % 4 or X.strides[1] % 4:
             X = np.ascontiguousarray(X)
         out = np.empty(len(X))
-        status = self.lib.gp_predict(X.ctypes.data, len(X), self.n_features, X.strides[0] // 4, X.strides[1] // 4,
-                                     self.trees, self.width, self.split_nodes, self.roots.ctypes.data,
-                                     self.children.ctypes.data, self.feature.ctypes.data, self.threshold.ctypes.data,
-                                     self.left_leaves.ctypes.data, self.by_bit.ctypes.data, int(self.wide),
+        status = self.lib.gp_predict(self._forest, X.ctypes.data, len(X), X.strides[0] // 4, X.strides[1] // 4,
                                      out.ctypes.data)
         return out if status == 0 else None
 
@@ -155,4 +160,9 @@ def compiled_forest(forest: TextForest) -> CompiledForest | None:
     lib = library()
     if lib is None or forest.width - forest.split_nodes > MAX_LEAVES:
         return None
-    return CompiledForest(lib, forest)
+    compiled = CompiledForest(lib, forest)
+    if compiled.status != 0:  # (-2: a split numbered before its parent, which LightGBM never writes)
+        log.info("the compiled tree walker cannot walk this forest (gp_prepare: %d); walking it in numpy",
+                 compiled.status)
+        return None
+    return compiled

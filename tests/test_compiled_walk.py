@@ -47,10 +47,13 @@ def _compiled_scores(forest, X: np.ndarray) -> np.ndarray:
 
 
 def _rows(n: int, features: int, seed: int) -> np.ndarray:
-    """float32 rows as the hook's: many zeros, columns constant over the rows (the problem's), and NaNs."""
+    """float32 rows as the hook's: many zeros, columns in a narrow range (splits outside it send every row one
+    way), columns constant over the rows (the problem's), and NaNs."""
     rng = np.random.default_rng(seed)
     X = rng.uniform(-2, 16, size=(n, features)).astype(np.float32)
     X[rng.random(X.shape) < 0.3] = 0.0
+    narrow = rng.random(features) < 0.3
+    X[:, narrow] = rng.uniform(-2, 16, narrow.sum()) + rng.uniform(0, 0.5, (n, narrow.sum()))
     constant = rng.random(features) < 0.4
     X[:, constant] = X[0, constant]  # the problem's own columns
     X[rng.random(X.shape) < 0.02] = np.nan
