@@ -1,14 +1,15 @@
 """The compiled tree walker: ``tree_walk.c`` built once per machine with the system C compiler, loaded with ctypes.
 
 Why: numpy walks a 250-tree forest in ~17 levels of ~7 calls each, so 30 rows cost ~0.35 ms of per-call overhead
-and 2400 rows ~15 ms; the C walker (QuickScorer's, vectorised over rows) takes ~0.1 and ~1.4 ms, with the same
-scores bit for bit. Triton and Inductor already need a C compiler on every GPU machine, so one is there.
+and 2400 rows ~15 ms; the C walker (QuickScorer's, vectorised over rows) takes ~0.06 and ~1.3 ms (CPU machine, one
+thread), with the same scores bit for bit. Triton and Inductor already need a C compiler on every GPU machine.
 
 The library is compiled on first use into ``$XDG_CACHE_HOME/gemm-predictor`` (``~/.cache/gemm-predictor``), named
-by a hash of the source, the flags and the platform, so a compile is a one-time cost per machine and source version
-(~1 s), never per ``torch.compile``. Anything that fails (no compiler, a compile error, an unwritable cache, a
-forest the walker does not support) leaves ``compiled_forest`` returning None, and ``TextForest`` walks in numpy.
-``GEMM_PREDICTOR_TREE_WALK=numpy`` forces numpy; ``$CC`` names the compiler (default ``cc``).
+by a hash of the source, the flags, the compiler and the platform, so a compile is a one-time cost per machine and
+source version (~0.45 s on the CPU machine), never per ``torch.compile``. Anything that fails (no compiler, a
+compile error, an unwritable cache, a forest the walker does not support) leaves ``compiled_forest`` returning
+None, and ``TextForest`` walks in numpy. ``GEMM_PREDICTOR_TREE_WALK=numpy`` forces numpy; ``$CC`` names the
+compiler (default ``cc``).
 """
 
 from __future__ import annotations

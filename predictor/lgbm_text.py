@@ -1,8 +1,9 @@
-"""Score a LightGBM text model with numpy alone: what the hook needs at compile time, without LightGBM.
+"""Score a LightGBM text model without LightGBM: what the hook needs at compile time.
 
 Why: ``import lightgbm`` also imports scikit-learn and scipy (over a second at every compile's start), and
 production images rarely carry LightGBM (the GPU machine here does not). The text format is LightGBM's own
-saved model (``model.lgbm.txt``); this reads its trees into arrays and walks all trees for all rows at once.
+saved model (``model.lgbm.txt``); this reads its trees into arrays and walks all trees for all rows at once, in
+numpy or, for the hook's float32 rows, with the compiled walker of ``predictor.compiled_walk`` where one builds.
 Supported: numerical splits with LightGBM's three missing-value types (what our features produce). A model with
 categorical splits or linear trees is refused with one line.
 """
@@ -67,6 +68,10 @@ class TextForest:
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Raw scores (the sum of every tree's leaf), as ``lightgbm.Booster.predict(raw_score=True)``.
+
+        float32 rows of a model without missing-value splits (the hook's) go to the compiled walker
+        (``predictor.compiled_walk``: ~0.06 ms for 30 rows, ~1.3 ms for 2400) where this machine has one; the numpy
+        walk below scores everything else, with the same scores bit for bit.
 
         Every (row, tree) pair walks one level per step, one gather per array per level for all pairs at once
         (``_walk``). For many rows the forest is first specialised to ``X`` (``_specialise``): a split on a feature
@@ -247,7 +252,7 @@ TEXT_FOREST_SIGNS = {"lgbm_rank": 1.0, "lgbm_reg": -1.0}
 
 
 class TextForestRanker:
-    """A saved LightGBM ranker (``lgbm_rank`` or ``lgbm_reg``) that scores with numpy alone: the hook's runtime
+    """A saved LightGBM ranker (``lgbm_rank`` or ``lgbm_reg``) that scores without LightGBM: the hook's runtime
     ranker (``predictor.artifacts.load_runtime_model``). Same scores as the LightGBM ranker it was saved from."""
 
     def __init__(self, name: str, forest: TextForest) -> None:
