@@ -131,7 +131,7 @@ static void pairwise_columns(const double *a, int64_t n, int64_t cols, double *o
         }                                                                                                            \
     }
 TREE_PASS(tree_pass, 16, )
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(GP_NO_AVX2)
 TREE_PASS(tree_pass_avx2, 32, __attribute__((target("avx2"))))
 #endif
 
@@ -212,7 +212,7 @@ int gp_predict(const forest_t *f, const float *X, int64_t rows, int64_t row_step
                 xt[j * CHUNK + c] = v != v ? 0.f : v;
             }
         }
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(GP_NO_AVX2)
         if (__builtin_cpu_supports("avx2"))
             tree_pass_avx2(f, xt, n, active, first, start, leaf);
         else

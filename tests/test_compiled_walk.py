@@ -111,6 +111,17 @@ def test_any_tree_size_up_to_64_leaves_scores_as_the_numpy_walk(tmp_path, num_le
             np.testing.assert_array_equal(_compiled_scores(forest, X), _numpy_scores(forest, X), f"{n} rows")
 
 
+def test_the_walker_without_avx2_scores_as_the_numpy_walk(fresh_walker, monkeypatch, tmp_path):
+    """The plain 128-bit vector path (every x86-64 and ARM CPU), built with the AVX2 copy left out."""
+    monkeypatch.setattr(compiled_walk, "FLAGS", (*compiled_walk.FLAGS, "-DGP_NO_AVX2"))
+    forests = [load_text_forest(MODELS / "h200-default-lgbm-all" / "model.lgbm.txt"),
+               load_text_forest(_trained(tmp_path, 64))]
+    for forest in forests:
+        for seed, n in enumerate(ROWS):
+            X = _rows(n, len(forest.feature_names), seed)
+            np.testing.assert_array_equal(_compiled_scores(forest, X), _numpy_scores(forest, X), f"{n} rows")
+
+
 def test_trees_over_64_leaves_are_walked_in_numpy(tmp_path):
     forest = load_text_forest(_trained(tmp_path, 100, rounds=3))
     assert forest.width - forest.split_nodes > compiled_walk.MAX_LEAVES
