@@ -24,8 +24,9 @@ machine, both shipped default models (h100- and h200-default-lgbm-all), 50 repea
 "before": the numpy walk of the 250 trees (~0.35 ms for 30 rows, ~15 ms for 2400; LightGBM's C++ ~0.40 and
 ~17-19 ms), measured with ``GEMM_PREDICTOR_TREE_WALK=numpy`` at the same commit. "now": the compiled walker
 (``predictor/tree_walk.c``, ``predictor.compiled_walk``: ~0.06 ms and ~1.3 ms), built once per machine with the
-system C compiler (~0.45 s, cached on disk) and loaded with ctypes; without a working compiler the hook runs at
-the "before" figures. What is left of a first sight is mostly outside the model: features (~0.18 ms for 30 rows,
+system C compiler (~0.45 s in a background thread at the first GEMM, numpy scoring meanwhile; cached on disk) and
+loaded with ctypes; without a working compiler the hook runs at the "before" figures. This script waits for the
+build before timing. What is left of a first sight is mostly outside the model: features (~0.18 ms for 30 rows,
 ~0.6 ms for 2400) and mapping Inductor's choices to candidates plus the policy (the ``cached`` column: ~1.6 ms of
 its ~2.4 ms for 2400 is ``candidates_from_choices``, reading 2400 ``to_kwargs()`` dicts in Python).
 """
@@ -70,14 +71,15 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from predictor import features
+    from predictor import compiled_walk, features
     from predictor.artifacts import read_metadata
     from predictor.device import DeviceInfo
     from predictor.problem import Problem
     from predictor.runtime.hook import GemmPruner, HookSettings
 
     device = DeviceInfo.from_metadata(read_metadata(args.model))
-    print(f"model {args.model} ({device.gpu}); one CPU thread; {args.repeats} repeats per list")
+    walker = "compiled" if compiled_walk.library(wait=True) else "numpy"  # (steady state: the compile is once)
+    print(f"model {args.model} ({device.gpu}); one CPU thread; {args.repeats} repeats per list; {walker} tree walk")
     print(f"{'space':10s} {'problem':28s} {'choices':>8s} {'kept':>5s} {'first p50':>10s} {'first p99':>10s} "
           f"{'list p50':>9s} {'cached p50':>11s} {'cached p99':>11s}  (ms)")
     for space in ("default", "exhaustive"):

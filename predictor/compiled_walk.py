@@ -4,12 +4,14 @@ Why: numpy walks a 250-tree forest in ~17 levels of ~7 calls each, so 30 rows co
 and 2400 rows ~15 ms; the C walker (QuickScorer's, vectorised over rows) takes ~0.06 and ~1.3 ms (CPU machine, one
 thread), with the same scores bit for bit. Triton and Inductor already need a C compiler on every GPU machine.
 
-The library is compiled on first use into ``$XDG_CACHE_HOME/gemm-predictor`` (``~/.cache/gemm-predictor``), named
-by a hash of the source, the flags, the compiler and the platform, so a compile is a one-time cost per machine and
-source version (~0.45 s on the CPU machine), never per ``torch.compile``. Anything that fails (no compiler, a
-compile error, an unwritable cache, a forest the walker does not support) leaves ``compiled_forest`` returning
-None, and ``TextForest`` walks in numpy. ``GEMM_PREDICTOR_TREE_WALK=numpy`` forces numpy; ``$CC`` names the
-compiler (default ``cc``).
+The library is compiled once per machine and source version into ``$XDG_CACHE_HOME/gemm-predictor``
+(``~/.cache/gemm-predictor``), named by a hash of the source, the flags, the compiler and the platform. The compile
+(~0.45 s on the CPU machine) runs in a background thread, started at the first request: until it is done the
+numpy walk scores (the same scores), so a fresh machine's first ``torch.compile`` never waits for it, and a
+compile with few GEMMs, which would save less than it costs, loses nothing. A cached library loads at once.
+Anything that fails (no compiler, a compile error, an unwritable cache, a forest the walker does not support)
+makes ``compiled_forest`` return False, and ``TextForest`` walks in numpy. ``GEMM_PREDICTOR_TREE_WALK=numpy``
+forces numpy; ``$CC`` names the compiler (default ``cc``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +44,7 @@ _COMPILE_TIMEOUT_S = 120
 
 _lock = threading.Lock()
 _library: Any = None  # the loaded ctypes library, False once loading failed (not retried in this process)
+_builder: threading.Thread | None = None  # the background compile, once started
 
 
 def cache_dir() -> Path:
@@ -60,6 +64,9 @@ def library_path(compiler: str) -> Path:
 def _build(compiler: str, target: Path) -> None:
     """Compile into a temporary file beside ``target``, then rename: a concurrent build never loads half a file."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob("*.tmp.so"):  # left by a process that exited mid-build (a daemon thread)
+        if time.time() - stale.stat().st_mtime > 600:
+            stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp.so", dir=target.parent)
     os.close(fd)
     try:
@@ -73,19 +80,22 @@ def _build(compiler: str, target: Path) -> None:
             os.unlink(tmp)
 
 
-def _load() -> Any:
-    """The ctypes library, compiled first if this machine has no copy yet; None when anything fails."""
-    import ctypes
-
+def _compiler() -> str | None:
+    """The C compiler's path, or None when told to walk in numpy or none is found."""
     if os.environ.get(WALK_ENV, "").lower() == "numpy":
         return None
     compiler = shutil.which(os.environ.get("CC") or "cc")
     if compiler is None:
         log.info("no C compiler (%s) found: LightGBM forests are walked in numpy (slower, same scores)",
                  os.environ.get("CC") or "cc")
-        return None
+    return compiler
+
+
+def _load(compiler: str, path: Path) -> Any:
+    """The ctypes library at ``path``, compiled first if this machine has no copy yet; None when anything fails."""
+    import ctypes
+
     try:
-        path = library_path(compiler)
         if not path.is_file():
             _build(compiler, path)
             log.info("compiled the tree walker into %s", path)
@@ -100,21 +110,46 @@ def _load() -> Any:
     return lib
 
 
-def library() -> Any:
-    """The loaded walker, or None (then once per process: a failure is not retried)."""
+def _build_in_background(compiler: str, path: Path) -> None:
     global _library
+    lib = _load(compiler, path)
+    with _lock:
+        _library = lib or False
+
+
+def library(wait: bool = False) -> Any:
+    """The loaded walker; None while it is being compiled (``wait``: block until it is) or when it is unavailable
+    (then for the rest of the process: a failure is not retried). A cached library loads here at once; otherwise
+    the first call starts the compile in a background thread."""
+    global _library, _builder
     if _library is None:
         with _lock:
-            if _library is None:
-                _library = _load() or False
+            if _library is None and _builder is None:
+                compiler = _compiler()
+                path = library_path(compiler) if compiler else None
+                if path is None or path.is_file():
+                    _library = (_load(compiler, path) if path else None) or False
+                else:
+                    _builder = threading.Thread(target=_build_in_background, args=(compiler, path),
+                                                name="gemm-predictor-tree-walk-build", daemon=True)
+                    _builder.start()
+        if wait and _builder is not None:
+            _builder.join()
     return _library or None
+
+
+def unavailable() -> bool:
+    """Whether the walker will never load in this process (as opposed to: not compiled yet)."""
+    return _library is False
 
 
 def reset() -> None:
     """Forget the loaded library (tests: to load again under other settings)."""
-    global _library
+    global _library, _builder
     with _lock:
-        _library = None
+        if _builder is not None:
+            _builder.join()
+        _library, _builder = None, None
 
 
 _FIELDS = (("trees", "i"), ("width", "i"), ("split_nodes", "i"), ("features", "i"), ("roots", "p"), ("children", "p"),
@@ -156,14 +191,17 @@ class CompiledForest:
         return out if status == 0 else None
 
 
-def compiled_forest(forest: TextForest) -> CompiledForest | None:
-    """``forest`` for the compiled walker: None without one, or for trees of over ``MAX_LEAVES`` leaves."""
-    lib = library()
-    if lib is None or forest.width - forest.split_nodes > MAX_LEAVES:
-        return None
+def compiled_forest(forest: TextForest, wait: bool = False) -> CompiledForest | bool | None:
+    """``forest`` for the compiled walker; None while the walker is still being compiled (ask again later; ``wait``:
+    block until it is built); False for good: no walker on this machine, or trees of over ``MAX_LEAVES`` leaves."""
+    if forest.width - forest.split_nodes > MAX_LEAVES:
+        return False
+    lib = library(wait)
+    if lib is None:
+        return False if unavailable() else None
     compiled = CompiledForest(lib, forest)
     if compiled.status != 0:  # (-2: a split numbered before its parent, which LightGBM never writes)
         log.info("the compiled tree walker cannot walk this forest (gp_prepare: %d); walking it in numpy",
                  compiled.status)
-        return None
+        return False
     return compiled

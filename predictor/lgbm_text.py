@@ -62,7 +62,7 @@ class TextForest:
         too_high = rounded.astype(np.float64) > derived["threshold2"]
         derived["_threshold32"] = np.where(too_high, np.nextafter(rounded, np.float32(-np.inf)), rounded)
         derived["_plain"] = not self.missing.any()  # every split treats NaN as 0 (read once, not per call)
-        derived["_compiled"] = None  # the compiled walker's view of the forest, made at the first float32 predict
+        derived["_compiled"] = None  # the compiled walker's view (made at a float32 predict once built); False: none
         for name, array in derived.items():
             object.__setattr__(self, name, array)
 
@@ -89,8 +89,8 @@ class TextForest:
         # split as the float64 threshold does (no float32 lies between them) and gathers half the bytes
         single = plain and X.dtype == np.float32
         if single:
-            if self._compiled is None:  # (two threads may both make it: the same arrays either way)
-                object.__setattr__(self, "_compiled", compiled_forest(self) or False)
+            if self._compiled is None:  # None again while the walker compiles (two threads may both make it: the
+                object.__setattr__(self, "_compiled", compiled_forest(self))  # same arrays either way)
             scores = self._compiled.predict(X) if self._compiled else None
             if scores is not None:
                 return scores
