@@ -12,5 +12,6 @@ setup(
     packages=[*find_packages(include=["predictor*", "collectors*"]), "predictor.models"],
     package_dir={"predictor.models": "models"},
     # the three files a model folder holds (predictor.artifacts); nothing else a models/ folder may gather
-    package_data={"predictor.models": ["*/metadata.json", "*/MODEL_CARD.md", "*/model.lgbm.txt", "*/model.json"]},
+    package_data={"predictor.models": ["*/metadata.json", "*/MODEL_CARD.md", "*/model.lgbm.txt", "*/model.json"],
+                  "predictor": ["tree_walk.c"]},  # compiled on first use (predictor.compiled_walk)
 )

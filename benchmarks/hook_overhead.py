@@ -5,18 +5,30 @@
 Builds Inductor-like KernelTemplateChoice stand-ins (template uid + params.to_kwargs(), exactly what the
 hook reads) for the candidate lists Inductor 2.11 produces (``predictor.spaces``), then times
 ``GemmPruner.filter`` with the shipped model: mapping every choice to a Candidate, reading the problem,
-features, the numpy tree walk, selection. One CPU thread. Three figures per list: ``first``, a problem's first
+features, the tree walk, selection. One CPU thread. Three figures per list: ``first``, a problem's first
 sight (the pruner's score cache emptied before every call: features and the model run) with a list of configs
 seen before (as for every GEMM after the first of its list in a compile: the Candidates and their own features
 are kept, ``features._LISTS``); ``list``, the same with that list never seen either; ``cached``, a repeat of a
 problem already scored (a model's repeated layers).
 
 Issue 18's targets: first sight p50 <= 0.5 ms for ~25 choices and <= 5 ms for ~2400. Measured on the 2-core CPU
-machine (both shipped default models, medians of 3 interleaved runs): 22-30 choices 0.95-1.08 ms before, 0.69-0.78
-now (0.81-0.90 for a new list); 926-2401 choices 12-29 ms before (LightGBM's predictor, where installed), 9-22 ms
-now (numpy). Neither target is met: the numpy walk of 250 trees alone takes ~0.37 ms for 30 rows and ~15 ms for
-2400 (LightGBM's C++ ~0.40 and ~17-19 ms), and exact bounds from the trees' leaf ranges keep every row through
-150 of the 250 trees and most through 200 (the remaining trees span 33 and 16 score units, a list's scores 9-12).
+machine, both shipped default models (h100- and h200-default-lgbm-all), 50 repeats, p50 in ms:
+
+    choices   first p50             list p50              cached p50
+              before      now       before      now       (either)
+    22-30     0.67-0.75   0.38-0.43 0.77-0.86   0.50-0.54 0.12-0.15
+    926       7.95-8.03   1.96-1.97 8.81-8.85   2.78-2.81 1.04-1.05
+    1401      11.9-12.0   2.86-2.88 13.1-13.2   4.06-4.09 1.50-1.54
+    2401      18.0-19.6   4.45-4.66 20.0-21.6   6.45-6.67 2.46-2.68
+
+"before": the numpy walk of the 250 trees (~0.35 ms for 30 rows, ~15 ms for 2400; LightGBM's C++ ~0.40 and
+~17-19 ms), measured with ``GEMM_PREDICTOR_TREE_WALK=numpy`` at the same commit. "now": the compiled walker
+(``predictor/tree_walk.c``, ``predictor.compiled_walk``: ~0.06 ms and ~1.3 ms), built once per machine with the
+system C compiler (~0.45 s in a background thread at the first GEMM, numpy scoring meanwhile; cached on disk) and
+loaded with ctypes; without a working compiler the hook runs at the "before" figures. This script waits for the
+build before timing. What is left of a first sight is mostly outside the model: features (~0.18 ms for 30 rows,
+~0.6 ms for 2400) and mapping Inductor's choices to candidates plus the policy (the ``cached`` column: ~1.6 ms of
+its ~2.4 ms for 2400 is ``candidates_from_choices``, reading 2400 ``to_kwargs()`` dicts in Python).
 """
 
 from __future__ import annotations
@@ -59,14 +71,15 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from predictor import features
+    from predictor import compiled_walk, features
     from predictor.artifacts import read_metadata
     from predictor.device import DeviceInfo
     from predictor.problem import Problem
     from predictor.runtime.hook import GemmPruner, HookSettings
 
     device = DeviceInfo.from_metadata(read_metadata(args.model))
-    print(f"model {args.model} ({device.gpu}); one CPU thread; {args.repeats} repeats per list")
+    walker = "compiled" if compiled_walk.library(wait=True) else "numpy"  # (steady state: the compile is once)
+    print(f"model {args.model} ({device.gpu}); one CPU thread; {args.repeats} repeats per list; {walker} tree walk")
     print(f"{'space':10s} {'problem':28s} {'choices':>8s} {'kept':>5s} {'first p50':>10s} {'first p99':>10s} "
           f"{'list p50':>9s} {'cached p50':>11s} {'cached p99':>11s}  (ms)")
     for space in ("default", "exhaustive"):

@@ -1,8 +1,9 @@
-"""Score a LightGBM text model with numpy alone: what the hook needs at compile time, without LightGBM.
+"""Score a LightGBM text model without LightGBM: what the hook needs at compile time.
 
 Why: ``import lightgbm`` also imports scikit-learn and scipy (over a second at every compile's start), and
 production images rarely carry LightGBM (the GPU machine here does not). The text format is LightGBM's own
-saved model (``model.lgbm.txt``); this reads its trees into arrays and walks all trees for all rows at once.
+saved model (``model.lgbm.txt``); this reads its trees into arrays and walks all trees for all rows at once, in
+numpy or, for the hook's float32 rows, with the compiled walker of ``predictor.compiled_walk`` where one builds.
 Supported: numerical splits with LightGBM's three missing-value types (what our features produce). A model with
 categorical splits or linear trees is refused with one line.
 """
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .compiled_walk import compiled_forest
 from .features import feature_matrix, model_feature_count
 
 if TYPE_CHECKING:
@@ -60,11 +62,16 @@ class TextForest:
         too_high = rounded.astype(np.float64) > derived["threshold2"]
         derived["_threshold32"] = np.where(too_high, np.nextafter(rounded, np.float32(-np.inf)), rounded)
         derived["_plain"] = not self.missing.any()  # every split treats NaN as 0 (read once, not per call)
+        derived["_compiled"] = None  # the compiled walker's view (made at a float32 predict once built); False: none
         for name, array in derived.items():
             object.__setattr__(self, name, array)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Raw scores (the sum of every tree's leaf), as ``lightgbm.Booster.predict(raw_score=True)``.
+
+        float32 rows of a model without missing-value splits (the hook's) go to the compiled walker
+        (``predictor.compiled_walk``: ~0.06 ms for 30 rows, ~1.3 ms for 2400) where this machine has one; the numpy
+        walk below scores everything else, with the same scores bit for bit.
 
         Every (row, tree) pair walks one level per step, one gather per array per level for all pairs at once
         (``_walk``). For many rows the forest is first specialised to ``X`` (``_specialise``): a split on a feature
@@ -81,6 +88,12 @@ class TextForest:
         # float32 features (the hook's) compare against thresholds rounded down to float32, which decides every
         # split as the float64 threshold does (no float32 lies between them) and gathers half the bytes
         single = plain and X.dtype == np.float32
+        if single:
+            if self._compiled is None:  # None again while the walker compiles (two threads may both make it: the
+                object.__setattr__(self, "_compiled", compiled_forest(self))  # same arrays either way)
+            scores = self._compiled.predict(X) if self._compiled else None
+            if scores is not None:
+                return scores
         X = np.asarray(X, dtype=np.float32 if single else np.float64)
         if plain:  # every split treats NaN as 0: once here instead of at every step
             X = np.where(np.isnan(X), X.dtype.type(0), X)
@@ -239,7 +252,7 @@ TEXT_FOREST_SIGNS = {"lgbm_rank": 1.0, "lgbm_reg": -1.0}
 
 
 class TextForestRanker:
-    """A saved LightGBM ranker (``lgbm_rank`` or ``lgbm_reg``) that scores with numpy alone: the hook's runtime
+    """A saved LightGBM ranker (``lgbm_rank`` or ``lgbm_reg``) that scores without LightGBM: the hook's runtime
     ranker (``predictor.artifacts.load_runtime_model``). Same scores as the LightGBM ranker it was saved from."""
 
     def __init__(self, name: str, forest: TextForest) -> None:
