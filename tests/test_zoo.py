@@ -155,6 +155,31 @@ def test_summarize():
     assert "| `hook` | 1.581 | 1.118 | 0.625 | 1.41x | 2.00x | 2 | 1 |" in md and "**timeout**" in md
 
 
+def test_repeated_runs_count_by_their_medians(tmp_path):
+    """Runs of one model and mode in separate processes (e.g. both orders) pool into medians; --add-runs merges
+    them without running anything, and a later resume keeps them."""
+    first = [_rec("a", "plain", 10.0, 2.0), _rec("a", "hook", 12.0, 1.8)]
+    second = [_rec("a", "hook", 11.0, 2.2), _rec("a", "plain", 9.0, 2.4)]
+    third = [_rec("a", "hook", 10.0, 2.0), _rec("a", "hook", 30.0, None, "timeout")]
+    s = report.summarize(first + second + third)
+    hook, plain = s["models"]["a"]["hook"], s["models"]["a"]["plain"]
+    assert (hook["step_ms"], hook["compile_s"], hook["runs"]) == (2.0, 11.0, 4)  # medians of the 3 timed runs
+    assert math.isclose(plain["step_ms"], 2.2) and math.isclose(hook["speed_vs_plain"], 1.1)
+    md = report.markdown(first + second + third, s, [])
+    assert "| `hook` | ok | 11.0 |" in md and "4 runs: 1.800-2.200" in md
+    paths = [tmp_path / "r0.json", tmp_path / "r1.json"]
+    for path, recs in zip(paths, (first, second)):  # as the runner wrote them for the CPU test model
+        path.write_text(json.dumps([{**r, "model": "tiny-mlp"} for r in recs]))
+    out = tmp_path / "merged"
+    argv = ["--models", "tiny-mlp", "--modes", "plain", "--out", str(out)]
+    assert run.main([*argv, "--add-runs", str(paths[0]), "--add-runs", str(paths[1])]) == 0  # nothing to run
+    merged = json.loads((out / "results.json").read_text())
+    assert sorted((r["mode"], r["step_ms"]) for r in merged) == [("hook", 1.8), ("hook", 2.2), ("plain", 2.0),
+                                                                   ("plain", 2.4)]
+    assert run.main(argv) == 0 and len(json.loads((out / "results.json").read_text())) == 4  # resumed: kept
+    assert "2 runs: 2.000-2.400" in (out / "results.md").read_text()
+
+
 def test_tolerances_cover_dtypes():
     for name in models.names(tests=True):
         assert models.get(name).compute_dtype in worker.TOLERANCE

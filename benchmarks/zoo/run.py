@@ -53,11 +53,18 @@ def load_records(path: Path) -> list[dict[str, Any]]:
 
 
 class Store:
-    """The results file: records keyed by (model, mode), rewritten whole and atomically after every run."""
+    """The results file: records keyed by (model, mode), rewritten whole and atomically after every run. Earlier
+    runs of a model and mode (repeats, ``--add-runs``) are kept beside the latest one; the report pools them."""
 
     def __init__(self, path: Path, records: list[dict[str, Any]]) -> None:
         self.path, self.lock = path, threading.Lock()
-        self.records = {(r["model"], r["mode"]): r for r in records}
+        self.records: dict[tuple[str, str], dict[str, Any]] = {}
+        self.repeats: list[dict[str, Any]] = []
+        for r in records:
+            key = (r["model"], r["mode"])
+            if key in self.records:
+                self.repeats.append(self.records[key])
+            self.records[key] = r
 
     def done(self, model: str, mode: str, retry_failed: bool) -> bool:
         rec = self.records.get((model, mode))
@@ -68,8 +75,12 @@ class Store:
             self.records[(record["model"], record["mode"])] = record
             self.save()
 
+    def all(self) -> list[dict[str, Any]]:
+        """Every run: the repeats, then the latest of each model and mode."""
+        return self.repeats + list(self.records.values())
+
     def save(self) -> None:
-        write_json(str(self.path), list(self.records.values()))
+        write_json(str(self.path), self.all())
 
 
 def _last_line(path: Path) -> str:
@@ -207,6 +218,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--run-timeout", type=float, default=240.0, help="seconds per (model, mode) run")
     p.add_argument("--budget-s", type=float, default=None, help="start no run after this many seconds")
     p.add_argument("--resume-from", type=Path, help="seed the results with an earlier results.json")
+    p.add_argument("--add-runs", type=Path, action="append", default=[], metavar="RESULTS",
+                   help="add every run in this results.json as a repeat beside the runs of the same model and mode "
+                        "(separate processes, e.g. the other order); the report counts their medians")
     p.add_argument("--retry-failed", action="store_true", help="rerun pairs recorded as error or timeout")
     p.add_argument("--report-only", action="store_true", help="only rewrite results.md and the plot")
     return p.parse_args(argv)
@@ -238,6 +252,8 @@ def prepare(args: argparse.Namespace, argv: list[str]) -> tuple[list[str], list[
     if args.resume_from is not None:
         seen = {(r["model"], r["mode"]) for r in records}
         records += [r for r in load_records(args.resume_from) if (r["model"], r["mode"]) not in seen]
+    for path in args.add_runs:
+        records += load_records(path)
     try:
         (out / "logs").mkdir(parents=True, exist_ok=True)
         meta = json.loads((out / "meta.json").read_text()) if (out / "meta.json").exists() else {}
@@ -290,7 +306,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     left = sum(1 for m in model_names for mode in mode_names if not store.done(m, mode, False))
     if left:
         print(f"zoo: {left} run(s) left (budget spent): rerun the same command to continue", flush=True)
-    path = report.write_report(list(store.records.values()), out)
+    path = report.write_report(store.all(), out)
     print(f"zoo: wrote {path} and {out / 'speed_vs_compile.png'}", flush=True)
     return 0
 
