@@ -4,6 +4,8 @@ agreement it would have reached (CPU only; both sides of every flipped GEMM were
     python -m benchmarks.zoo.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program --gap -1.5
     python -m benchmarks.zoo.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program \\
         --model models/h100-default-lgbm --gap 2.0
+    python -m benchmarks.zoo.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program \\
+        --inprog docs/benchmarks/zoo/nvidia-h100/in_program/held_out_set2 --gap -1.5 --lomo
 
 Without ``--model``, each GEMM's side follows from the score gap recorded in the program (the model that ran
 there): Triton/decompose-K when it is at least ``--gap``. With ``--model``: for each flipped GEMM of
@@ -11,6 +13,10 @@ there): Triton/decompose-K when it is at least ``--gap``. With ``--model``: for 
 torch's lists: on another torch than the GPU's, a candidate may differ from the one Inductor offered), scores it
 with ``--model`` and takes ``policy.decide_one`` at ``--gap``. A GEMM whose decision lands on the other side
 (cuBLAS vs Triton/decompose-K) than the hook took in the program is counted with the runner-up's measured time.
+
+``--lomo``: what choosing the gap on these measurements would generalise to, leaving one zoo model out at a time:
+the gap of ``LOMO_GAPS`` with the best agreement on the other models' GEMMs (ties: the nearest to 0) decides the
+left-out model's GEMMs (recorded gaps). Several ``--inprog`` folders are pooled.
 """
 
 from __future__ import annotations
@@ -68,14 +74,40 @@ def redecide(summary: dict, model_folder: str | None, gap: float, tolerance: flo
             "changed": [r for r in rows if r["now"] != r["was"]]}
 
 
+LOMO_GAPS = tuple(x / 2 for x in range(-12, 7))  # -6.0 .. 3.0 in steps of 0.5
+
+
+def leave_one_model_out(summary: dict, tolerance: float, gaps: tuple[float, ...] = LOMO_GAPS) -> dict:
+    """The agreement of a gap chosen without the model it decides (recorded gaps): per zoo model, the gap of
+    ``gaps`` best on the other models' GEMMs; the pooled share of GEMMs within ``tolerance``, and each choice."""
+    names = sorted({g["model"] for g in counted(summary)})
+    hits, total, chosen = 0, 0, {}
+    for held in names:
+        others = set(names) - {held}
+        best = max(gaps, key=lambda gap: (redecide(summary, None, gap, tolerance, others)["agreement"], -abs(gap)))
+        result = redecide(summary, None, best, tolerance, {held})
+        hits, total, chosen[held] = hits + round(result["agreement"] * result["n"]), total + result["n"], best
+    return {"agreement": hits / total if total else None, "n": total, "gaps": chosen}
+
+
+def pooled(folders: list[str]) -> dict:
+    """The agreement.json of several in-program folders as one (their GEMMs together; one tolerance)."""
+    docs = [json.loads((Path(f) / "agreement.json").read_text()) for f in folders]
+    if len({d["tolerance"] for d in docs}) > 1:
+        raise SystemExit(f"--inprog folders measured with different tolerances: {[d['tolerance'] for d in docs]}")
+    return {"tolerance": docs[0]["tolerance"], "gemms": [g for d in docs for g in d["gemms"]]}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--inprog", required=True, help="an in_program output folder (its agreement.json)")
+    p.add_argument("--inprog", required=True, action="append",
+                   help="an in_program output folder (its agreement.json); repeat to pool several")
     p.add_argument("--model", help="a model folder to re-score with (default: the gaps recorded in the program)")
     p.add_argument("--gap", type=float, required=True)
     p.add_argument("--models", help="comma-separated: only these zoo models' GEMMs")
+    p.add_argument("--lomo", action="store_true", help="also the leave-one-model-out agreement of choosing the gap")
     args = p.parse_args(argv)
-    summary = json.loads((Path(args.inprog) / "agreement.json").read_text())
+    summary = pooled(args.inprog)
     models = set(args.models.split(",")) if args.models else None
     result = redecide(summary, args.model, args.gap, summary["tolerance"], models)
     measured = [g["agrees"] for g in counted(summary, models)]
@@ -85,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     for r in result["changed"]:
         print(f"  {r['model']:<18} {r['problem'][:90]}  {r['was']} -> {r['now']}  "
               f"{'agrees' if r['agrees'] else 'DISAGREES'}")
+    if args.lomo:
+        lomo = leave_one_model_out(summary, summary["tolerance"])
+        print(f"leave one model out, the gap chosen on the others ({LOMO_GAPS[0]}..{LOMO_GAPS[-1]}): "
+              f"{lomo['agreement']:.1%} of {lomo['n']} GEMMs; gaps chosen: {sorted(set(lomo['gaps'].values()))}")
     return 0
 
 
