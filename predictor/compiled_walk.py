@@ -143,6 +143,19 @@ def unavailable() -> bool:
     return _library is False
 
 
+def _after_fork_in_child() -> None:
+    """A fork while the build thread ran leaves the child with no such thread and maybe the lock held: start over
+    there (the child builds or loads again when it first asks; a finished library is inherited as it is)."""
+    global _lock, _builder
+    _lock = threading.Lock()
+    if _library is None:
+        _builder = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def reset() -> None:
     """Forget the loaded library (tests: to load again under other settings)."""
     global _library, _builder

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from pathlib import Path
 
 import lightgbm as lgb
@@ -174,3 +175,20 @@ def test_without_a_working_compiler_the_numpy_walk_scores(fresh_walker, monkeypa
 
 def test_the_walker_source_ships_beside_its_loader():
     assert compiled_walk.SOURCE.is_file() and os.access(compiled_walk.SOURCE, os.R_OK)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_fork_during_the_build_leaves_a_working_child(fresh_walker, monkeypatch, tmp_path):
+    slow = tmp_path / "slow-cc"  # a compiler that takes a second and fails: the build is still running at the fork
+    slow.write_text("#!/bin/sh\nsleep 1\nexit 1\n")
+    slow.chmod(0o755)
+    monkeypatch.setenv("CC", str(slow))
+    assert compiled_walk.library() is None and compiled_walk._builder.is_alive()
+    with compiled_walk._lock:  # held at the fork, as a build finishing in the parent would hold it
+        pid = os.fork()
+        if pid == 0:  # the child: no build thread; asking again must neither hang nor crash
+            signal.alarm(20)  # a hang fails the test instead of stalling it
+            os._exit(0 if compiled_walk.library(wait=True) is None and compiled_walk.unavailable() else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    assert compiled_walk.library(wait=True) is None and compiled_walk.unavailable()
