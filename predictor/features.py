@@ -22,6 +22,7 @@ hook's import path carries neither (a quarter of a second at every compile's sta
 
 from __future__ import annotations
 
+from functools import partial
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
@@ -294,13 +295,7 @@ def _matrix(n_rows: int, problem: list[Values], candidate: np.ndarray, strs: dic
     # filled one feature at a time (contiguous), handed out as an (n_rows, n_features) view
     out = np.zeros((N_FEATURES, n_rows), dtype=np.float32)
 
-    def put(**values: Values) -> None:
-        for name, value in values.items():
-            out[_INDEX[name]] = value
-
-    def put_rows(first: str, values: np.ndarray) -> None:  # consecutive features from ``first``, one per row
-        start = _INDEX[first]
-        out[start:start + len(values)] = values
+    put, put_rows = partial(_put, out), partial(_put_rows, out)
 
     b, m, n, k, align = problem
     b, m, n, k = (np.maximum(x, 1.0) for x in (b, m, n, k))
@@ -419,9 +414,7 @@ def _candidate_part(out: np.ndarray, candidate: np.ndarray, strs: dict[str, tupl
                     in_bytes: Values, smem_limit: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Write the ``_CANDIDATE_ONLY`` features into ``out``; return them (a copy) and which rows are tiles and
     decompose-K."""
-    def put(**values: Values) -> None:
-        for name, value in values.items():
-            out[_INDEX[name]] = value
+    put = partial(_put, out)
 
     # ---- identity
     _one_hot(out, *strs["family"], FAMILIES, "family_triton_mm")
@@ -432,10 +425,8 @@ def _candidate_part(out: np.ndarray, candidate: np.ndarray, strs: dict[str, tupl
     blocks = np.maximum(candidate[:3], 1.0)  # BLOCK_M, BLOCK_N, BLOCK_K
     bm, bn, bk = blocks
     stages, warps = np.maximum(candidate[3:5], 1.0)
-    start = _INDEX["log2_block_m"]
-    out[start:start + 3] = np.log2(blocks)
-    start = _INDEX["num_stages"]
-    out[start:start + 3] = candidate[3:6]  # num_stages, num_warps, group_m
+    _put_rows(out, "log2_block_m", np.log2(blocks))
+    _put_rows(out, "num_stages", candidate[3:6])  # num_stages, num_warps, group_m
     put(k_split=np.maximum(candidate[6], 1.0))
 
     # ---- resources
@@ -447,6 +438,18 @@ def _candidate_part(out: np.ndarray, candidate: np.ndarray, strs: dict[str, tupl
     put(acc_regs=bm * bn / (32.0 * warps))
     put(tile_intensity=(2.0 / in_bytes) * bm * bn / (bm + bn))
     return out[_CANDIDATE_ONLY], is_tile, is_dk
+
+
+def _put(out: np.ndarray, **values: Values) -> None:
+    """Write each named feature's values (a row of ``out``: features are rows until ``_matrix`` transposes)."""
+    for name, value in values.items():
+        out[_INDEX[name]] = value
+
+
+def _put_rows(out: np.ndarray, first: str, values: np.ndarray) -> None:
+    """Write consecutive features from ``first``, one per row of ``values``."""
+    start = _INDEX[first]
+    out[start:start + len(values)] = values
 
 
 def _one_hot(out: np.ndarray, codes: np.ndarray | None, uniques: list, vocabulary: tuple, first: str) -> None:

@@ -89,8 +89,9 @@ class TextForest:
         # split as the float64 threshold does (no float32 lies between them) and gathers half the bytes
         single = plain and X.dtype == np.float32
         if single:
-            if self._compiled is None:  # None again while the walker compiles (two threads may both make it: the
-                object.__setattr__(self, "_compiled", compiled_forest(self))  # same arrays either way)
+            # None until the walker is built (asked again next call); two threads may both make it: the same arrays
+            if self._compiled is None:
+                object.__setattr__(self, "_compiled", compiled_forest(self))
             scores = self._compiled.predict(X) if self._compiled else None
             if scores is not None:
                 return scores

@@ -107,10 +107,12 @@ class GemmPruner:
         self._split_addmm = SplitAddmm()
         self._loaded = ranker is not None
         self._uuid: str | None = None
-        # called as recorder(kept, kernel_inputs, op_name) with every GEMM's final list (predictor.offline.export); never pickled
+        # called as recorder(kept, kernel_inputs, op_name) with every GEMM's final list (predictor.offline.export);
+        # never pickled
         self.recorder: Any = None
-        # opt-in: decision_observer(choices, scores, is_aten, chosen, problem, kernel_inputs, op_name) for every GEMM the
-        # decide policy settles (benchmarks/zoo/in_program.py: its policy.runner_up is timed in the program); never pickled
+        # opt-in: decision_observer(choices, scores, is_aten, chosen, problem, kernel_inputs, op_name) for every GEMM
+        # the decide policy settles (benchmarks/zoo/in_program.py: its policy.runner_up is timed in the program);
+        # never pickled
         self.decision_observer: Any = None
         # the ranker scores with the device the model was trained for (its measured peaks and bandwidth)
         self.device: DeviceInfo | None = (DeviceInfo.from_metadata(self.metadata) if "device" in self.metadata
@@ -159,8 +161,8 @@ class GemmPruner:
             # arithmetic are identical, so the ranking transfers far better than no pruning at all
             similar = (s.allow_similar_gpu and not trained_for.same_gpu(device)
                        and trained_for.same_architecture(device))
-            # a LightGBM model scores with numpy: importing LightGBM (and scikit-learn, scipy) takes over a second,
-            # and its predictor is no faster (the exhaustive space's 2400 choices: ~17 ms against numpy's ~15 ms)
+            # a LightGBM model scores without LightGBM (lgbm_text, compiled_walk): importing it (and scikit-learn,
+            # scipy) takes over a second, and its predictor is slower (2400 choices: ~17 ms against ~1.3 ms)
             self.ranker, self.metadata = load_runtime_model(folder, expect_device=None if similar else device)
         except ModelError as exc:
             return self._disable("no_model", f"{exc}; every GEMM: {self._fallback_words()}")
@@ -482,8 +484,8 @@ class GemmPruner:
 
     def _predicted_hints(self, problem: Problem, cands: list[Candidate], scores: np.ndarray,
                          groups: dict[int | None, list[int]]) -> set[int]:
-        """The multi-kernel hints worth autotuning (``predictor.runtime.hints.choose_hints``: each hint's favourite kernel
-        scored at runtime sizes over the hints' span)."""
+        """The multi-kernel hints worth autotuning (``predictor.runtime.hints.choose_hints``: each hint's favourite
+        kernel scored at runtime sizes over the hints' span)."""
         from .hints import choose_hints
 
         hint_values = sorted(h for h in groups if h is not None)

@@ -134,37 +134,34 @@ def _lowering_node() -> Any:
         return None
 
 
+def _users_through_views(node: Any, depth: int = 3) -> Any:
+    """The FX nodes ``node``'s output feeds, looking through views (``_VIEW_OP_NAMES``) up to ``depth`` deep."""
+    if node is None or depth < 0:
+        return
+    for user in getattr(node, "users", ()):
+        packet = getattr(getattr(user, "target", None), "overloadpacket", None)
+        if getattr(packet, "__name__", "") in _VIEW_OP_NAMES:
+            yield from _users_through_views(user, depth - 1)
+        else:
+            yield user
+
+
 def output_feeds_pointwise(node: Any, depth: int = 3) -> bool:
     """Whether ``node``'s output reaches a pointwise op (directly or through views): an epilogue Inductor
     could fuse into a Triton template."""
     import torch
 
-    if node is None or depth < 0:
-        return False
-    for user in getattr(node, "users", ()):
-        target = getattr(user, "target", None)
-        tags = getattr(target, "tags", ()) or ()
-        if torch.Tag.pointwise in tags:
-            return True
-        packet = getattr(target, "overloadpacket", None)
-        name = getattr(packet, "__name__", "")
-        if name in _VIEW_OP_NAMES and output_feeds_pointwise(user, depth - 1):
-            return True
-    return False
+    return any(torch.Tag.pointwise in (getattr(getattr(user, "target", None), "tags", ()) or ())
+               for user in _users_through_views(node, depth))
 
 
 def output_consumers(node: Any, depth: int = 3) -> list[str]:
     """The ops ``node``'s output feeds, looking through views (``aten.gelu``, ``aten.add``, ``output``...): what
     an epilogue could fuse. Recorded beside each in-program decision, so that fusion effects can be studied."""
-    names: list[str] = []
-    for user in getattr(node, "users", ()) if node is not None and depth >= 0 else ():
-        target = getattr(user, "target", None)
-        packet = getattr(target, "overloadpacket", None)
-        name = getattr(packet, "__name__", "")
-        if name in _VIEW_OP_NAMES:
-            names += output_consumers(user, depth - 1)
-        else:
-            names.append(f"aten.{name}" if name else str(getattr(user, "op", "?")))
+    names = []
+    for user in _users_through_views(node, depth):
+        name = getattr(getattr(getattr(user, "target", None), "overloadpacket", None), "__name__", "")
+        names.append(f"aten.{name}" if name else str(getattr(user, "op", "?")))
     return names
 
 
