@@ -902,9 +902,9 @@ def test_decide_keeps_exactly_one_choice_triton_only_past_the_gap():
     # by less: cuBLAS alone (plain torch.compile's choice)
     unsure = pruner(PositionRanker(_scores_favouring(choices, 3, 1.5)), policy="decide", decide_gap=2.0)
     assert unsure.filter(choices, inputs, "mm") == [choices[0]]
-    # aten favoured by more than the default margin (DECIDE_MIN_GAP = -1.5): aten alone
+    # aten favoured by more than the default margin (DECIDE_MIN_GAP = -2.5): aten alone
     scores = np.zeros(len(choices))
-    scores[0], scores[4] = 2.0, 0.4
+    scores[0], scores[4] = 3.0, 0.4
     assert pruner(PositionRanker(scores), policy="decide").filter(choices, inputs, "mm") == [choices[0]]
     # by less: the best Triton candidate (a near tie goes to the kernel that can take the epilogue)
     scores[0] = 1.0
@@ -1062,7 +1062,25 @@ def test_a_split_addmm_is_tied_to_the_node_being_lowered(monkeypatch):
 def test_quantized_gemms_never_take_triton_behind_cublas():
     from predictor.runtime.policy import DECIDE_MIN_GAP, decide_gap_for
 
+    def problem(op: str, m: int = 512, k: int = 4096) -> Problem:
+        dtype = {"int_mm": "int8", "scaled_mm_rowwise": "float8_e4m3fn", "scaled_mm_tensorwise": "float8_e4m3fn"}
+        return Problem(op, m, 1024, k, dtype.get(op, "bfloat16"))
+
     assert DECIDE_MIN_GAP < 0  # fp16/bf16/fp32: a near tie goes to Triton (measured in whole steps)
-    assert decide_gap_for("mm", DECIDE_MIN_GAP) == DECIDE_MIN_GAP == decide_gap_for("bmm", DECIDE_MIN_GAP)
+    assert decide_gap_for(problem("mm"), DECIDE_MIN_GAP) == DECIDE_MIN_GAP == decide_gap_for(problem("bmm"), DECIDE_MIN_GAP)
     for op in ("int_mm", "scaled_mm_rowwise", "scaled_mm_tensorwise"):
-        assert decide_gap_for(op, DECIDE_MIN_GAP) == 0.0 and decide_gap_for(op, 2.0) == 2.0
+        assert decide_gap_for(problem(op), DECIDE_MIN_GAP) == 0.0 and decide_gap_for(problem(op), 2.0) == 2.0
+
+
+def test_few_rows_with_a_long_k_keep_cublas_unless_triton_clearly_leads():
+    from predictor.runtime.policy import SMALL_M_LONG_K_GAP, decide_gap_for, decide_one
+
+    decode_down = Problem("mm", 8, 2048, 5632, "bfloat16")  # a decode step's down projection: cuBLAS splits K
+    assert decide_gap_for(decode_down, -1.5) == SMALL_M_LONG_K_GAP == 2.0
+    assert decide_gap_for(Problem("mm", 257, 2048, 5632, "bfloat16"), -1.5) == -1.5  # enough rows
+    assert decide_gap_for(Problem("mm", 8, 2048, 3072, "bfloat16"), -1.5) == -1.5  # K not long
+    assert decide_gap_for(decode_down, 3.0) == 3.0  # a stricter gap given by the user stays
+    scores, is_aten = np.array([1.0, 2.0]), [True, False]  # Triton ahead by 1.0: taken, except at a long K
+    assert decide_one(scores, is_aten, True, decide_gap_for(Problem("mm", 8, 2048, 2048, "bfloat16"), -1.5)) == 1
+    assert decide_one(scores, is_aten, True, decide_gap_for(decode_down, -1.5)) == 0
+    assert decide_one(np.array([1.0, 3.5]), is_aten, True, decide_gap_for(decode_down, -1.5)) == 1

@@ -81,7 +81,7 @@ def test_the_observer_records_each_decision_and_its_runner_up(caplog):
     p.decision_observer = log_
     assert p.filter(choices, inputs(512, 768, 3072), "mm") == [choices[-1]]
     assert p.filter(choices, inputs(512, 768, 3072), "mm") == [choices[-1]]  # the same key again: counted
-    p.ranker = ScoreRanker(5.0)  # cuBLAS scored 2.0 above the favourite (> the 1.5 margin): it stays, the favourite is the runner-up
+    p.ranker = ScoreRanker(6.0)  # cuBLAS scored 3.0 above the favourite (> the 2.5 margin): it stays, the favourite is the runner-up
     p._scores.clear()
     assert p.filter(choices, inputs(64, 768, 3072), "mm") == [choices[0]]
     p.filter(choices, inputs(8, 8, 8, "cpu"), "mm")  # decided (settings.device set), but keyless: not a row
@@ -89,7 +89,7 @@ def test_the_observer_records_each_decision_and_its_runner_up(caplog):
     rows = log_.finish(DEVICE)
     triton_kw = choices[-1].params.to_kwargs()
     assert [(r["key"], r["count"], r["chosen_side"], r["gap"]) for r in rows] == [
-        ("GPU+(512, 768, 3072)+mm", 2, "triton", 2.5), ("GPU+(64, 768, 3072)+mm", 1, "cublas", -2.0)]
+        ("GPU+(512, 768, 3072)+mm", 2, "triton", 2.5), ("GPU+(64, 768, 3072)+mm", 1, "cublas", -3.0)]
     assert rows[0]["chosen"] == {"template_id": "triton::mm", **triton_kw}
     assert rows[0]["alternative"] == {"template_id": "aten::mm"}
     assert rows[1]["chosen"] == {"template_id": "aten::mm"}

@@ -20,6 +20,7 @@ from predictor.artifacts import load_model, read_metadata
 from predictor.candidate import to_template_kwargs
 from predictor.device import DeviceInfo
 from predictor.problem import Problem
+from predictor.runtime import policy
 from predictor.runtime.hook import GemmPruner, HookSettings
 from predictor.spaces import enumerate_space
 from predictor.testing.fakes import FakeInputs, FakeNode, ktc, mm_inputs
@@ -85,7 +86,9 @@ def lists() -> list:
 
 @pytest.mark.skipif(not FIXTURE.exists(), reason="no recorded decisions")
 @pytest.mark.parametrize("model", sorted(json.loads(FIXTURE.read_text())) if FIXTURE.exists() else [])
-def test_recorded_lists_decide_as_before(model, lists):
+def test_recorded_lists_decide_as_before(model, lists, monkeypatch):
+    # the floor for few rows with a long K (session 11) came after the recording: off, as the gap is pinned
+    monkeypatch.setattr(policy, "SMALL_M_LONG_K", (0, float("inf")))
     recorded = json.loads(FIXTURE.read_text())[model]
     now = decisions(model, lists)
     assert len(now) == len(recorded) == len(lists)

@@ -388,6 +388,8 @@ def run_all(names: list[str], out: Path, args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="", help="comma-separated zoo model names")
+    p.add_argument("--context-sample", type=int, default=0, metavar="N",
+                   help="also the first N context blocks of the seeded sample (context_blocks.sampled_names)")
     p.add_argument("--out", required=True)
     p.add_argument("--max-gemms", type=int, default=8, help="flipped GEMMs per model, largest ideal time first")
     p.add_argument("--noise-repeats", type=int, default=3, help="unflipped runs per model (noise and the hook's time)")
@@ -415,7 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         from . import models
 
-        names = [m.strip() for m in args.models.split(",") if m.strip()]
+        from .context_blocks import sampled_names
+
+        names = [m.strip() for m in args.models.split(",") if m.strip()] + sampled_names(args.context_sample)
         for name in names:
             models.get(name)  # an unknown name fails before any run
         run_all(names, out, args)

@@ -14,6 +14,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from . import context_blocks
+
 # build(device, dtype=None) -> (module, inputs, step_kind); dtype=None means the entry's own dtype.
 # step_kind "forward": the module returns the tensor compared with eager (logits / last hidden state);
 # step_kind "loss": the module returns a scalar training loss (a train step backpropagates it).
@@ -429,7 +431,13 @@ def names(kind: str | None = None, tests: bool = False) -> list[str]:
 
 def get(name: str) -> ZooModel:
     """The entry called ``name``; ValueError naming it and the known ones otherwise."""
-    try:
+    if name in REGISTRY:
         return REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown model {name!r}; known: {', '.join(REGISTRY)}") from None
+    spec = context_blocks.parse(name)
+    if spec is None:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(REGISTRY)}, or a context block "
+                         "ctx-<gelu|relu|swiglu>-m<M>-d<D>-h<H>[-v<V>]-<bf16|fp16|fp32>")
+    head = f", head {spec['d']}x{spec['v']}" if spec["v"] else ""
+    return ZooModel(name, "context", "infer", spec["dtype"], context_blocks.build_from_name(name),
+                    f"context block: {context_blocks.LAYERS} {spec['act']} MLP layers {spec['d']}/{spec['h']}{head}, "
+                    f"{spec['m']} tokens")

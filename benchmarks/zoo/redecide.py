@@ -8,7 +8,9 @@ agreement it would have reached (CPU only; both sides of every flipped GEMM were
         --inprog docs/benchmarks/zoo/nvidia-h100/in_program/held_out_set2 --gap -1.5 --lomo
 
 Without ``--model``, each GEMM's side follows from the score gap recorded in the program (the model that ran
-there): Triton/decompose-K when it is at least ``--gap``. With ``--model``: for each flipped GEMM of
+there): Triton/decompose-K when it is at least ``policy.decide_gap_for`` of ``--gap`` (the shipped floors: 0.0 for
+int8/fp8, 2.0 for few rows with a long K); ``--gap-only`` compares with ``--gap`` alone (the policy before
+session 11). With ``--model``: for each flipped GEMM of
 ``agreement.json`` it rebuilds the candidate list from ``predictor.spaces`` (the installed
 torch's lists: on another torch than the GPU's, a candidate may differ from the one Inductor offered), scores it
 with ``--model`` and takes ``policy.decide_one`` at ``--gap``. A GEMM whose decision lands on the other side
@@ -30,7 +32,7 @@ from predictor.artifacts import load_runtime_model
 from predictor.device import DeviceInfo
 from predictor.features import runtime_feature_matrix
 from predictor.problem import Problem
-from predictor.runtime.policy import decide_one, trusted_kind
+from predictor.runtime.policy import decide_gap_for, decide_one, trusted_kind
 from predictor.spaces import enumerate_space
 
 
@@ -41,7 +43,8 @@ def side_of(model_folder: str, gap: float, problem: Problem) -> str:
     cands = enumerate_space(problem, "default", device, tma=True)
     features = runtime_feature_matrix(problem, cands, [None] * len(cands), device)
     is_aten = [c.family == "aten" for c in cands]
-    chosen = decide_one(model.score_features(features), is_aten, trusted_kind(meta.get("problem_ranges"), problem), gap)
+    chosen = decide_one(model.score_features(features), is_aten, trusted_kind(meta.get("problem_ranges"), problem),
+                        decide_gap_for(problem, gap))
     return "cublas" if is_aten[chosen] else "triton"
 
 
@@ -55,15 +58,16 @@ def counted(summary: dict, models: set[str] | None = None) -> list[dict]:
 
 
 def redecide(summary: dict, model_folder: str | None, gap: float, tolerance: float,
-             models: set[str] | None = None) -> dict:
+             models: set[str] | None = None, gap_only: bool = False) -> dict:
     """Per measured GEMM (those the harness resolved) the new side and whether it is within ``tolerance`` of the
-    better measured side. ``model_folder`` None: the side the recorded gap gives at ``gap``."""
+    better measured side. ``model_folder`` None: the side the recorded gap gives at ``gap`` (``gap_only``: without
+    the policy's floors)."""
     rows = []
     for g in counted(summary, models):
+        problem = eval(g["problem"], {"Problem": Problem})  # noqa: S307 -- the harness's own repr of a Problem
         if model_folder is None:
-            side = "triton" if g["gap"] >= gap else "cublas"
+            side = "triton" if g["gap"] >= (gap if gap_only else decide_gap_for(problem, gap)) else "cublas"
         else:
-            problem = eval(g["problem"], {"Problem": Problem})  # noqa: S307 -- the harness's own repr of a Problem
             side = side_of(model_folder, gap, problem)
         ms = g["hook_ms"] if side == g["hook"] else g["alternative_ms"]
         best = min(g["hook_ms"], g["alternative_ms"])
@@ -77,15 +81,17 @@ def redecide(summary: dict, model_folder: str | None, gap: float, tolerance: flo
 LOMO_GAPS = tuple(x / 2 for x in range(-12, 7))  # -6.0 .. 3.0 in steps of 0.5
 
 
-def leave_one_model_out(summary: dict, tolerance: float, gaps: tuple[float, ...] = LOMO_GAPS) -> dict:
+def leave_one_model_out(summary: dict, tolerance: float, gaps: tuple[float, ...] = LOMO_GAPS,
+                        gap_only: bool = False) -> dict:
     """The agreement of a gap chosen without the model it decides (recorded gaps): per zoo model, the gap of
     ``gaps`` best on the other models' GEMMs; the pooled share of GEMMs within ``tolerance``, and each choice."""
     names = sorted({g["model"] for g in counted(summary)})
     hits, total, chosen = 0, 0, {}
     for held in names:
         others = set(names) - {held}
-        best = max(gaps, key=lambda gap: (redecide(summary, None, gap, tolerance, others)["agreement"], -abs(gap)))
-        result = redecide(summary, None, best, tolerance, {held})
+        best = max(gaps, key=lambda gap: (redecide(summary, None, gap, tolerance, others, gap_only)["agreement"],
+                                          -abs(gap)))
+        result = redecide(summary, None, best, tolerance, {held}, gap_only)
         hits, total, chosen[held] = hits + round(result["agreement"] * result["n"]), total + result["n"], best
     return {"agreement": hits / total if total else None, "n": total, "gaps": chosen}
 
@@ -106,10 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gap", type=float, required=True)
     p.add_argument("--models", help="comma-separated: only these zoo models' GEMMs")
     p.add_argument("--lomo", action="store_true", help="also the leave-one-model-out agreement of choosing the gap")
+    p.add_argument("--gap-only", action="store_true",
+                   help="recorded gaps against --gap alone, without the policy's floors (the policy before session 11)")
     args = p.parse_args(argv)
     summary = pooled(args.inprog)
     models = set(args.models.split(",")) if args.models else None
-    result = redecide(summary, args.model, args.gap, summary["tolerance"], models)
+    if args.gap_only and args.model:
+        p.error("--gap-only applies to the recorded gaps; drop --model")
+    result = redecide(summary, args.model, args.gap, summary["tolerance"], models, args.gap_only)
     measured = [g["agrees"] for g in counted(summary, models)]
     print(f"measured policy: {sum(measured) / len(measured):.1%} of {len(measured)} GEMMs; "
           f"{args.model or 'the recorded gaps'} at gap {args.gap}: {result['agreement']:.1%}; "
@@ -118,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {r['model']:<18} {r['problem'][:90]}  {r['was']} -> {r['now']}  "
               f"{'agrees' if r['agrees'] else 'DISAGREES'}")
     if args.lomo:
-        lomo = leave_one_model_out(summary, summary["tolerance"])
+        lomo = leave_one_model_out(summary, summary["tolerance"], gap_only=args.gap_only)
         print(f"leave one model out, the gap chosen on the others ({LOMO_GAPS[0]}..{LOMO_GAPS[-1]}): "
               f"{lomo['agreement']:.1%} of {lomo['n']} GEMMs; gaps chosen: {sorted(set(lomo['gaps'].values()))}")
     return 0

@@ -2,8 +2,9 @@
 
 What it sets, and why (measured on real models: docs/benchmarks/zoo, "Attribution"):
 - The hook with ``policy="decide"``: every GEMM gets exactly one choice, used without any benchmark — the model's
-  favourite Triton/decompose-K kernel unless cuBLAS leads it by more than 1.5 score units (``policy.DECIDE_MIN_GAP``
-  says why near ties go to Triton: measured in whole steps), else cuBLAS. Full
+  favourite Triton/decompose-K kernel unless cuBLAS leads it by more than 2.5 score units (``policy.DECIDE_MIN_GAP``
+  says why near ties go to Triton: measured in whole steps; few rows with a long K keep cuBLAS unless Triton leads by
+  2.0, ``policy.SMALL_M_LONG_K``), else cuBLAS. Full
   max-autotune benchmarks 20–30 kernels per GEMM (minutes of compile) and its benchmark overstates cuBLAS on
   small GEMMs, so it often picks slower Triton kernels: most of its inference losses.
 - ``max_autotune_gemm=True`` only so that Inductor builds the Triton candidates the hook may pick; nothing is
@@ -88,7 +89,8 @@ def compile(model: Any, *, cudagraphs: bool | str = "auto", predictor_model: str
     ``predictor_model``: a model folder (default: the shipped one for this GPU; without one, every GEMM runs
     cuBLAS, as under plain ``torch.compile``, with one warning). ``decide_gap``: how far (score units) the
     model's favourite Triton kernel must lead cuBLAS to be taken; negative: how far it may trail
-    (``predictor.runtime.policy.DECIDE_MIN_GAP``, -1.5; int8/fp8 GEMMs never below 0.0).
+    (``predictor.runtime.policy.DECIDE_MIN_GAP``, -2.5; int8/fp8 GEMMs never below 0.0, few rows with a long K
+    never below 2.0).
     ``fallback``: what a GEMM the hook cannot rank gets (``"aten"``, plain's choice; ``"full"``, stock
     max-autotune). ``options``: extra Inductor options, applied over the recommended ones. Anything else goes
     to ``torch.compile`` (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).

@@ -414,7 +414,7 @@ class GemmPruner:
         is_aten = [c.family == "aten" for c in cands]
         if deciding:
             chosen = decide_one(scores, is_aten, self.may_pick_triton(problem, kernel_inputs),
-                                decide_gap_for(problem.op, s.decide_gap))
+                                decide_gap_for(problem, s.decide_gap))
             log.debug("gemm-predictor: %s (%s): decided %s of %d", op_name, problem, cands[chosen].key, len(cands))
             if self.decision_observer is not None:
                 try:  # observing must never break a compile
