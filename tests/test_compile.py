@@ -133,3 +133,38 @@ def test_gradient_guard_does_not_rely_on_the_first_parameter(recorded):
     taken_over = [p.grad for p in frozen_first.parameters()]
     compiled(x)
     assert all(p.grad is not g for p, g in zip(frozen_first.parameters(), taken_over))
+
+
+def _gemms_and_convolutions(compile_fn) -> tuple[int, int]:
+    """Extern GEMM and convolution calls in the code Inductor generates for a 1x1 + 3x3 convolution stack, run on
+    a channels-last input (the layout under which max_autotune_gemm turns 1x1 convolutions into GEMMs)."""
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 1), torch.nn.ReLU(), torch.nn.Conv2d(32, 16, 3, padding=1))
+    x = torch.randn(2, 16, 6, 6).to(memory_format=torch.channels_last)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        out, code = run_and_get_code(compile_fn(module.eval()), x)
+        torch.testing.assert_close(out, module(x), atol=1e-4, rtol=1e-4)
+    src = "\n".join(code)
+    return src.count("extern_kernels.mm(") + src.count("extern_kernels.addmm("), src.count("convolution(")
+
+
+def test_one_by_one_convolutions_stay_convolutions_as_under_plain_compile():
+    from predictor.runtime.compiling import RECOMMENDED_OPTIONS
+    from torch._inductor import lowering
+
+    before = dict(lowering.lowerings)
+    try:
+        # the options alone turn the 1x1 convolution into a GEMM: what predictor.compile undoes
+        assert _gemms_and_convolutions(lambda m: torch.compile(m, options=RECOMMENDED_OPTIONS)) == (1, 1)
+        assert _gemms_and_convolutions(torch.compile) == (0, 2)
+        assert _gemms_and_convolutions(predictor.compile) == (0, 2)
+        # a user who asks for the conversion keeps it
+        assert _gemms_and_convolutions(lambda m: predictor.compile(m, options={"conv_1x1_as_mm": True})) == (1, 1)
+        assert lowering.lowerings == before  # the lowering table is restored after each compile
+    finally:
+        torch._dynamo.reset()
+        while installing._STACK:
+            predictor.uninstall()

@@ -10,7 +10,8 @@ What it sets, and why (measured on real models: docs/benchmarks/zoo, "Attributio
 - ``max_autotune_gemm=True`` only so that Inductor builds the Triton candidates the hook may pick; nothing is
   benchmarked when one choice is left. Pointwise/reduction autotuning (``max_autotune_pointwise``,
   ``coordinate_descent_tuning``) stays off: it costs compile time per kernel.
-- Convolutions and CPU GEMMs keep their plain-``torch.compile`` backends (aten): the hook cannot rank them.
+- Convolutions and CPU GEMMs keep their plain-``torch.compile`` backends (aten): the hook cannot rank them. That
+  includes 1x1 convolutions, which ``max_autotune_gemm`` would otherwise turn into GEMMs (``conv_lowering``).
 - CUDA graph trees (``triton.cudagraphs``) for training graphs only (``cudagraphs="auto"``). A training step
   launched eagerly is host-bound: on the H200 zoo the trees alone made three training steps 1.25-2.4x faster,
   the whole of full max-autotune's training win. For inference graphs they are left off: a model served under
@@ -29,6 +30,7 @@ import os
 from typing import Any
 
 from . import installing
+from .conv_lowering import convolutions_as_plain
 from .policy import DECIDE_MIN_GAP
 from .settings import HookSettings
 
@@ -72,8 +74,10 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str) -> Any:
         def __call__(self, model_: Any, inputs_: Any, **kwargs: Any) -> Any:
             trees = _graph_needs_backward(model_, inputs_) if cudagraphs == "auto" else bool(cudagraphs)
             patches = {**self.config, **(kwargs.get("config_patches") or {}), "triton.cudagraphs": trees}
-            # compile_fx re-applies config_patches around the backward pass, which is compiled later, lazily
-            return compile_fx(model_, inputs_, config_patches=patches)
+            # compile_fx re-applies config_patches around the backward pass, which is compiled later, lazily;
+            # convolutions are lowered in the forward graph, here, as plain lowers them (conv_lowering says why)
+            with convolutions_as_plain():
+                return compile_fx(model_, inputs_, config_patches=patches)
 
     return PredictorInductor(None, {**options, "triton.cudagraphs": cudagraphs is not False}, None)
 
