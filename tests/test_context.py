@@ -22,6 +22,8 @@ from benchmarks.zoo import context_blocks as cb
 from benchmarks.zoo import context_dataset as cd
 from benchmarks.zoo import in_program, models
 
+ROOT_DATASET = Path(__file__).resolve().parents[1] / "datasets" / "nvidia-h100" / "default.parquet"
+
 REPO = Path(__file__).resolve().parents[1]
 INPROG = REPO / "docs/benchmarks/zoo/nvidia-h100/in_program"
 CODES = {v: k for k, v in cb.DTYPE_CODES.items()}
@@ -235,8 +237,9 @@ def test_main_writes_the_parquet_and_names_a_missing_folder(folder, tmp_path, ca
     assert cd.main(["--inprog", str(folder), "--out", str(out)]) == 0
     assert f"{out}: 3 GEMMs of 2 programs (2 resolved)" in capsys.readouterr().out
     assert pq.ParquetFile(out).metadata.row_group(0).column(0).compression == "ZSTD"
-    back = pd.read_parquet(out)
+    back = cd.read_context(out)
     pd.testing.assert_frame_equal(back, cd.rows_of(folder))
+    assert back.attrs["metadata"]["kind"] == cd.KIND and back.attrs["metadata"]["sources"] == [str(folder)]
     empty = tmp_path / "no_run"
     empty.mkdir()
     with pytest.raises(SystemExit):
@@ -265,3 +268,14 @@ def test_the_committed_context_rows_and_their_fit():
     assert shipped[1] >= gap_alone[1] and shipped[0] >= gap_alone[0]
     resolved = test[test.resolved]
     assert shipped[1] == pytest.approx(100 * cd.agreement(resolved, cd.shipped_policy(resolved)), abs=0.05)
+
+
+def test_read_context_refuses_other_files_in_one_line(folder, tmp_path):
+    from predictor.schema import DatasetError
+
+    with pytest.raises(DatasetError, match="not a context dataset"):
+        cd.read_context(ROOT_DATASET)  # GEMM-candidate labels, not in-program decisions
+    lacking = tmp_path / "lacking.parquet"
+    cd.write_context(cd.rows_of(folder).drop(columns=["gap"]), lacking, [str(folder)])
+    with pytest.raises(DatasetError, match=f"{lacking}: context dataset lacks column\\(s\\) gap"):
+        cd.read_context(lacking)

@@ -4,6 +4,7 @@ one line naming the file (issue 17)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
+from benchmarks.zoo import context_dataset
 from collectors.corpus import CorpusError, load_corpus
 from collectors.store import merge_parts
 from predictor.cli import main
@@ -22,8 +24,19 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(p for p in (ROOT / "datasets").rglob("*.parquet") if p.parent.name != "calibration")
 
 
+def _metadata_kind(path: Path):
+    try:
+        return json.loads((pq.read_schema(path).metadata or {}).get(b"kind", b"null"))
+    except Exception:  # noqa: BLE001 -- unreadable here: the dataset reader below says how, in one line
+        return None
+
+
 def load(path: Path):
-    return load_corpus(path) if path.parent.name == "corpus" else read_dataset(path)
+    if path.parent.name == "corpus":
+        return load_corpus(path)
+    if _metadata_kind(path) == context_dataset.KIND:
+        return context_dataset.read_context(path)  # in-program decisions (datasets/<gpu>/CONTEXT.md), not GEMM labels
+    return read_dataset(path)
 
 
 def refused(path: Path, match: str = "") -> str:

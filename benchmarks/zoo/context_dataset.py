@@ -29,10 +29,41 @@ import pandas as pd
 
 from predictor.problem import Problem
 from predictor.runtime.policy import DECIDE_MIN_GAP, decide_gap_for
+from predictor.schema import DatasetError, read_parquet, write_parquet
 
 from .context_blocks import parse as parse_block_name
 
 FEATURES = ("gap", "log2_m", "log2_n", "log2_k", "log2_ideal_us", "fp32", "feeds_pointwise")
+KIND = "in_program_decisions"  # the file metadata's "kind": what tells these rows from GEMM-candidate labels
+REQUIRED = ("model", "op", "m", "n", "k", "dtype", "gap", "triton_step_ms", "cublas_step_ms", "resolved", "gpu")
+
+
+def write_context(df: pd.DataFrame, path: str | Path, sources: list[str]) -> Path:
+    """``df`` as zstd parquet with page checksums and ``footer_sha256`` (``predictor.schema.write_parquet``, as every
+    shipped dataset), its metadata saying what it is and where it came from."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    meta = {**(table.schema.metadata or {}), b"kind": json.dumps(KIND).encode(),
+            b"gpu": json.dumps(str(df.gpu.iloc[0]) if len(df) else None).encode(),
+            b"sources": json.dumps(sources).encode()}
+    return write_parquet(table.replace_schema_metadata(meta), path)
+
+
+def read_context(path: str | Path) -> pd.DataFrame:
+    """A context dataset, checksums verified; a one-line ``DatasetError`` naming the file when it is corrupt, of
+    another kind, lacks a column or holds several GPUs' rows."""
+    table, meta = read_parquet(path, what="context dataset")
+    if meta.get("kind") != KIND:
+        raise DatasetError(f"{path}: not a context dataset (metadata kind {meta.get('kind')!r}, expected {KIND!r})")
+    df = table.to_pandas()
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise DatasetError(f"{path}: context dataset lacks column(s) {', '.join(missing)}")
+    if df.gpu.nunique() > 1:
+        raise DatasetError(f"{path}: rows of several GPUs ({', '.join(map(str, df.gpu.unique()))})")
+    df.attrs.update(metadata=meta, source=str(path))  # as predictor.schema.read_dataset gives them
+    return df
 
 
 def rows_of(folder: str | Path) -> pd.DataFrame:
@@ -109,12 +140,12 @@ def main(argv: list[str] | None = None) -> int:
                 p.error(f"{folder}: no agreement.json (run python -m benchmarks.zoo.in_program --report-only first)")
         df = pd.concat([rows_of(f) for f in args.inprog], ignore_index=True)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        df.to_parquet(args.out, compression="zstd", index=False)
+        write_context(df, args.out, args.inprog)
         print(f"{args.out}: {len(df)} GEMMs of {df.model.nunique()} programs ({int(df.resolved.sum())} resolved)")
     if args.fit:
         if not args.test:
             p.error("--fit needs at least one --test folder")
-        print(fit(pd.read_parquet(args.fit), pd.concat([rows_of(f) for f in args.test], ignore_index=True),
+        print(fit(read_context(args.fit), pd.concat([rows_of(f) for f in args.test], ignore_index=True),
                   args.depth))
     if not args.inprog and not args.fit:
         p.error("give --inprog/--out and/or --fit/--test")
