@@ -20,7 +20,7 @@ from predictor.device import DeviceInfo
 from predictor.offline.split import in_groups, recorded_test_groups
 from predictor.schema import read_dataset
 
-THRESHOLDS = (-4.0, -3.0, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, float("inf"))
+THRESHOLDS = (-4.0, -3.0, -2.5, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, float("inf"))
 
 
 def per_problem(rows: pd.DataFrame) -> pd.DataFrame:

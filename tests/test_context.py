@@ -22,10 +22,9 @@ from benchmarks.zoo import context_blocks as cb
 from benchmarks.zoo import context_dataset as cd
 from benchmarks.zoo import in_program, models
 
-ROOT_DATASET = Path(__file__).resolve().parents[1] / "datasets" / "nvidia-h100" / "default.parquet"
-
 REPO = Path(__file__).resolve().parents[1]
 INPROG = REPO / "docs/benchmarks/zoo/nvidia-h100/in_program"
+GEMM_LABELS = REPO / "datasets/nvidia-h100/default.parquet"
 CODES = {v: k for k, v in cb.DTYPE_CODES.items()}
 
 
@@ -274,7 +273,7 @@ def test_read_context_refuses_other_files_in_one_line(folder, tmp_path):
     from predictor.schema import DatasetError
 
     with pytest.raises(DatasetError, match="not a context dataset"):
-        cd.read_context(ROOT_DATASET)  # GEMM-candidate labels, not in-program decisions
+        cd.read_context(GEMM_LABELS)  # GEMM-candidate labels, not in-program decisions
     lacking = tmp_path / "lacking.parquet"
     cd.write_context(cd.rows_of(folder).drop(columns=["gap"]), lacking, [str(folder)])
     with pytest.raises(DatasetError, match=f"{lacking}: context dataset lacks column\\(s\\) gap"):
