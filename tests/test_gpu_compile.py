@@ -75,3 +75,32 @@ def test_unknown_gemm_op_gets_the_aten_choice_alone(feedback):
     stats = predictor.stats()
     assert stats["fallbacks"].get("unknown_op", 0) >= 1 and stats["kept_total"] == stats["gemms_seen"], stats
     assert feedback == [], feedback
+
+
+def test_one_by_one_convolutions_run_on_cudnn_as_under_plain_compile(feedback):
+    """resnet-style bottleneck, fp16, channels last (what Inductor's layout optimisation picks for a CNN): under
+    ``max_autotune_gemm`` alone the 1x1 convolutions become GEMMs; under ``predictor.compile`` they stay cuDNN
+    convolutions, as under plain ``torch.compile`` (conv_lowering.py), and no GEMM reaches the hook."""
+    from torch._inductor.utils import fresh_cache, run_and_get_code
+
+    from predictor.runtime.compiling import RECOMMENDED_OPTIONS
+
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Conv2d(256, 64, 1), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3, padding=1),
+                                torch.nn.ReLU(), torch.nn.Conv2d(64, 256, 1)).cuda().half().eval()
+    x = torch.randn(8, 256, 28, 28, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+
+    def gemms_and_convolutions(compile_fn):
+        torch._dynamo.reset()
+        with fresh_cache(), torch.no_grad():
+            out, code = run_and_get_code(compile_fn(block), x)
+            torch.testing.assert_close(out, block(x), atol=2e-2, rtol=2e-2)
+        src = "\n".join(code)
+        return (src.count("extern_kernels.mm(") + src.count("extern_kernels.addmm(") + src.count("triton_tem_"),
+                src.count("convolution("))
+
+    gemms, _ = gemms_and_convolutions(lambda m: torch.compile(m, options=RECOMMENDED_OPTIONS))
+    assert gemms >= 2  # the options alone: the two 1x1 convolutions as GEMMs
+    plain, hooked = gemms_and_convolutions(torch.compile), gemms_and_convolutions(predictor.compile)
+    assert plain == hooked and plain[0] == 0 and plain[1] >= 3
+    assert predictor.stats()["gemms_seen"] == 0
