@@ -40,7 +40,7 @@ from ..problem import SCALED_OPS
 #   (H100 model and labels; H200 0.991 / 0.984 / 0.958), and the favourites between -2.5 and -1.5 run 13% slower than
 #   cuBLAS there (geomean; 82% of them by > 3%). In the program, where the template also takes the epilogue, those
 #   decisions won (above); a program whose GEMMs feed no epilogue can pay part of that price: decide_gap=-1.5 (or
-#   0.0) in predictor.compile keeps the earlier policies (python -m benchmarks.decide_gap).
+#   0.0) in predictor.compile returns to the earlier gaps, the floors below staying (python -m benchmarks.decide_gap).
 DECIDE_MIN_GAP = -2.5
 
 # int8/fp8 GEMMs: the negative margin has no in-program evidence there (every GEMM measured in the program was fp16,
@@ -70,6 +70,7 @@ def decide_gap_for(problem: Any, gap: float) -> float:
     if problem.op in QUANTIZED_OPS:
         return max(gap, 0.0)
     return max(gap, SMALL_M_LONG_K_GAP) if small_m_long_k(problem) else gap
+
 
 FALLBACKS = ("aten", "full")
 
