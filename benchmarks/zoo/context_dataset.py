@@ -28,10 +28,11 @@ import numpy as np
 import pandas as pd
 
 from predictor.problem import Problem
-from predictor.runtime.policy import DECIDE_MIN_GAP, decide_gap_for
+from predictor.runtime.policy import DECIDE_MIN_GAP
 from predictor.schema import DatasetError, read_parquet, write_parquet
 
 from .context_blocks import parse as parse_block_name
+from .redecide import problem_of, recorded_takes_triton
 
 FEATURES = ("gap", "log2_m", "log2_n", "log2_k", "log2_ideal_us", "fp32", "feeds_pointwise")
 KIND = "in_program_decisions"  # the file metadata's "kind": what tells these rows from GEMM-candidate labels
@@ -71,7 +72,7 @@ def rows_of(folder: str | Path) -> pd.DataFrame:
     doc = json.loads((Path(folder) / "agreement.json").read_text())
     rows = []
     for g in doc["gemms"]:
-        problem = eval(g["problem"], {"Problem": Problem})  # noqa: S307 -- the harness's own repr of a Problem
+        problem = problem_of(g)
         triton_ms, cublas_ms = ((g["hook_ms"], g["alternative_ms"]) if g["hook"] != "cublas"
                                 else (g["alternative_ms"], g["hook_ms"]))
         block = parse_block_name(g["model"]) or {}
@@ -102,10 +103,11 @@ def agreement(df: pd.DataFrame, takes_triton: np.ndarray) -> float:
     return float(np.mean(chosen <= best * (1 + df.tolerance)))
 
 
-def shipped_policy(df: pd.DataFrame, gap: float = DECIDE_MIN_GAP) -> np.ndarray:
-    """Whether the shipped decide policy (``decide_gap_for``) takes Triton for each row, from its recorded gap."""
-    return np.array([r.gap >= decide_gap_for(Problem(r.op, r.m, r.n, r.k, r.dtype, b=r.b), gap)
-                     for r in df.itertuples()])
+def shipped_policy(df: pd.DataFrame, gap: float = DECIDE_MIN_GAP, gap_only: bool = False) -> np.ndarray:
+    """Whether the decide policy at ``gap`` takes Triton for each row, from its recorded gap
+    (``redecide.recorded_takes_triton``: the shipped floors, or ``gap`` alone with ``gap_only``)."""
+    return np.array([recorded_takes_triton(Problem(r.op, r.m, r.n, r.k, r.dtype, b=r.b), r.gap, gap, gap_only)
+                     for r in df.itertuples()], dtype=bool)
 
 
 def fit(train: pd.DataFrame, test: pd.DataFrame, depth: int) -> str:
@@ -117,7 +119,7 @@ def fit(train: pd.DataFrame, test: pd.DataFrame, depth: int) -> str:
     tree.fit(features(train), train.triton_gain > 0, sample_weight=train.triton_gain.abs().clip(0.002, 0.2))
     lines = [export_text(tree, feature_names=list(FEATURES)).rstrip(), "",
              "| rule | train (context, %d GEMMs) | test (%d GEMMs) |" % (len(train), len(test)), "|---|---|---|"]
-    for name, side in [("the gap alone at -1.5 (sessions 9-10)", lambda d: (d.gap >= -1.5).values),
+    for name, side in [("the gap alone at -1.5 (sessions 9-10)", lambda d: shipped_policy(d, -1.5, gap_only=True)),
                        (f"shipped policy (decide_gap_for at {DECIDE_MIN_GAP})", shipped_policy),
                        (f"depth-{depth} tree fitted on the context rows", lambda d: tree.predict(features(d)))]:
         lines.append(f"| {name} | {agreement(train, side(train)):.1%} | {agreement(test, side(test)):.1%} |")

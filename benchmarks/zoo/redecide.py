@@ -57,6 +57,17 @@ def counted(summary: dict, models: set[str] | None = None) -> list[dict]:
             if g.get("resolved", True) and (models is None or g["model"] in models)]
 
 
+def problem_of(gemm: dict) -> Problem:
+    """The Problem of an ``agreement.json`` GEMM (the harness writes its repr)."""
+    return eval(gemm["problem"], {"Problem": Problem})  # noqa: S307 -- the harness's own repr of a Problem
+
+
+def recorded_takes_triton(problem: Problem, recorded_gap: float, gap: float, gap_only: bool = False) -> bool:
+    """Whether the decide policy at ``gap`` takes Triton for a GEMM whose score gap was ``recorded_gap``: the
+    shipped floors applied (``decide_gap_for``), or ``gap`` alone with ``gap_only``."""
+    return recorded_gap >= (gap if gap_only else decide_gap_for(problem, gap))
+
+
 def redecide(summary: dict, model_folder: str | None, gap: float, tolerance: float,
              models: set[str] | None = None, gap_only: bool = False) -> dict:
     """Per measured GEMM (those the harness resolved) the new side and whether it is within ``tolerance`` of the
@@ -64,9 +75,9 @@ def redecide(summary: dict, model_folder: str | None, gap: float, tolerance: flo
     the policy's floors)."""
     rows = []
     for g in counted(summary, models):
-        problem = eval(g["problem"], {"Problem": Problem})  # noqa: S307 -- the harness's own repr of a Problem
+        problem = problem_of(g)
         if model_folder is None:
-            side = "triton" if g["gap"] >= (gap if gap_only else decide_gap_for(problem, gap)) else "cublas"
+            side = "triton" if recorded_takes_triton(problem, g["gap"], gap, gap_only) else "cublas"
         else:
             side = side_of(model_folder, gap, problem)
         ms = g["hook_ms"] if side == g["hook"] else g["alternative_ms"]

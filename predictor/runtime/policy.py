@@ -23,24 +23,13 @@ from ..problem import SCALED_OPS
 # Score gap (LambdaRank units) by which the model's favourite non-aten candidate must beat the best aten one
 # before the hook picks it over cuBLAS; negative: cuBLAS must lead the favourite Triton kernel by more than that to
 # be kept. Negative because the labels time bare GEMMs, and in the program a Triton template also takes the GEMM's
-# bias/activation/residual epilogue and sees the program's cache state. Measured on the H100 in whole steps
-# (python -m benchmarks.zoo.in_program --paired: each decision's two sides replayed in turns in one process):
-# - session 9, 68 GEMMs of 14 zoo models: 0.0 -> -1.5 lifted the pick-within-1%-of-the-faster-side share from
-#   84.8% to 91.3% where it was chosen and from 77.3% to 90.9% on five architectures added afterwards;
-# - session 10, held-out set 2: 85.7% of 21 GEMMs at -1.5; a gap chosen on the zoo alone did not generalise
-#   (leave one model out: 85.4%, chosen gaps -6.0 to -1.5);
-# - session 11, 157 GEMMs of 79 synthetic context blocks (sampled widths, datasets/nvidia-h100/CONTEXT.md): a
-#   depth-2 tree fitted on them alone split at gap -2.7 (and at k 3190, SMALL_M_LONG_K below) and, taken to the
-#   zoo's 89 GEMMs it never saw, scored 93.3% against the -1.5 policy's 89.9%; over all 246 GEMMs, leaving one
-#   program out, the gap chosen on the rest is -2.5 in every fold (86.6% vs 85.0% at -1.5). The GEMMs whose side
-#   -2.5 changes gain 0.9% of the step on average, Triton faster in 15 of 26
-#   (python -m benchmarks.zoo.context_dataset --fit ...; python -m benchmarks.zoo.redecide ... --lomo).
-# - the price, out of the program: on bare-GEMM labels (held-out fp16/bf16 problems, L2 flushed, no epilogue) the
-#   isolated measurement prefers 0.0. Policy oracle 0.989 at 0.0, 0.983 at -1.5, 0.954 at -2.5 with the long-K floor
-#   (H100 model and labels; H200 0.991 / 0.984 / 0.958), and the favourites between -2.5 and -1.5 run 13% slower than
-#   cuBLAS there (geomean; 82% of them by > 3%). In the program, where the template also takes the epilogue, those
-#   decisions won (above); a program whose GEMMs feed no epilogue can pay part of that price: decide_gap=-1.5 (or
-#   0.0) in predictor.compile returns to the earlier gaps, the floors below staying (python -m benchmarks.decide_gap).
+# bias/activation/residual epilogue and sees the program's cache state. -2.5 from in-program measurements on the H100
+# (each decision's two sides timed as whole steps, python -m benchmarks.zoo.in_program --paired): a depth-2 tree
+# fitted on 157 decisions of sampled context blocks (datasets/nvidia-h100/CONTEXT.md) split at -2.7 and, on the
+# zoo's 89 decisions it never saw, reached 93.3% within 1% of the faster side (89.9% at -1.5); leaving one program out
+# of all 246, -2.5 is chosen in every fold. The price out of the program: on isolated bare-GEMM labels the policy
+# oracle is 0.954 against 0.983 at -1.5, so a program whose GEMMs feed no epilogue can lose (decide_gap=-1.5 in
+# predictor.compile). History and figures: docs/FINDINGS.md 27, 30, 34-38.
 DECIDE_MIN_GAP = -2.5
 
 # int8/fp8 GEMMs: the negative margin has no in-program evidence there (every GEMM measured in the program was fp16,
@@ -48,28 +37,23 @@ DECIDE_MIN_GAP = -2.5
 QUANTIZED_OPS = ("int_mm", *SCALED_OPS)
 
 
-# Few rows, long K (decode-sized down projections, single-token attention over a long context): there cuBLAS
-# splits K across the SMs and the Triton mm template does not, and in the program cuBLAS won. Measured on the H100
-# in whole steps (session 11): of the 10 such GEMMs (m <= 256, k > 3072) a -1.5 gap sent to Triton, the Triton
-# kernel was slower in 7, by 2.3% of the step on average and up to 6.8%; a depth-2 tree fitted on the context
-# blocks' 157 in-program decisions split on k at 3190 by itself, and taken to the zoo's 89 it scored 93.3% against
-# 89.9% (python -m benchmarks.zoo.context_dataset --fit, datasets/nvidia-h100/CONTEXT.md). Such a GEMM keeps cuBLAS
-# unless the model favours Triton by SMALL_M_LONG_K_GAP, the gap the policy used before any in-program evidence.
+# Few rows, long K (decode-sized down projections, single-token attention over a long context): cuBLAS splits K
+# across the SMs, the Triton mm template does not. In whole steps (H100, session 11) Triton was slower in 7 of the 10
+# such GEMMs (m <= 256, k > 3072) a -1.5 gap sent to it, by 2.3% of the step on average and up to 6.8%; the tree
+# above split on k by itself (datasets/nvidia-h100/CONTEXT.md). Such a GEMM keeps cuBLAS unless the model favours
+# Triton by SMALL_M_LONG_K_GAP, the gap the policy used before any in-program evidence.
 SMALL_M_LONG_K = (256, 3072)  # (largest m, k above which)
 SMALL_M_LONG_K_GAP = 2.0
 
 
-def small_m_long_k(problem: Any) -> bool:
-    """Whether ``problem`` has at most ``SMALL_M_LONG_K[0]`` rows and more than ``SMALL_M_LONG_K[1]`` in K."""
-    return problem.m <= SMALL_M_LONG_K[0] and problem.k > SMALL_M_LONG_K[1]
-
-
 def decide_gap_for(problem: Any, gap: float) -> float:
     """The decide gap for ``problem`` (a ``Problem``): ``gap``, floored at 0.0 for the quantized ops
-    (QUANTIZED_OPS, no in-program evidence there) and at SMALL_M_LONG_K_GAP for few rows with a long K."""
+    (QUANTIZED_OPS, no in-program evidence there) and at SMALL_M_LONG_K_GAP for few rows with a long K
+    (SMALL_M_LONG_K)."""
     if problem.op in QUANTIZED_OPS:
         return max(gap, 0.0)
-    return max(gap, SMALL_M_LONG_K_GAP) if small_m_long_k(problem) else gap
+    largest_m, k_above = SMALL_M_LONG_K
+    return max(gap, SMALL_M_LONG_K_GAP) if problem.m <= largest_m and problem.k > k_above else gap
 
 
 FALLBACKS = ("aten", "full")
