@@ -212,6 +212,37 @@ def _bart_train(device: torch.device, dtype: torch.dtype | None = None, **kw: An
     return HFOut(model, ("input_ids", "labels"), "loss"), (ids, labels), "loss"
 
 
+# Held-out architectures, third set (session 12): added after the session-11 policy (decide gap -2.5, the long-K
+# floor) and the convolution fix were fixed, never used to tune anything. New here: a hidden width that is not a
+# multiple of 128 with multi-query attention and a parallel block (Falcon), disentangled relative attention
+# (DeBERTa-v2), a GELU decoder with biases and 64-row fp16 decode (StarCoder2), depthwise-separable convolutions
+# with squeeze-excite (EfficientNet), and a convolutional training step under AMP (ResNet-26).
+def _falcon_config(**kw: Any):
+    from transformers import FalconConfig  # Falcon-7B widths: 4544 (71 heads of 64), multi-query, parallel attn
+    return FalconConfig(**{**dict(hidden_size=4544, num_attention_heads=71, multi_query=True,
+                                  new_decoder_architecture=False, parallel_attn=True, bias=False,
+                                  vocab_size=65024, num_hidden_layers=2, hidden_dropout=0.0,
+                                  attention_dropout=0.0), **kw})
+
+
+def _starcoder2_config(**kw: Any):
+    from transformers import Starcoder2Config  # StarCoder2-3B widths: 3072/12288, 24 heads, 2 kv, biases, GELU
+    return Starcoder2Config(**{**dict(hidden_size=3072, intermediate_size=12288, num_attention_heads=24,
+                                      num_key_value_heads=2, vocab_size=49152, num_hidden_layers=2, use_bias=True,
+                                      residual_dropout=0.0, embedding_dropout=0.0, attention_dropout=0.0), **kw})
+
+
+def _deberta(device: torch.device, dtype: torch.dtype | None = None, **kw: Any):
+    from transformers import DebertaV2Config  # deberta-v3-base widths: 768/3072, 12 heads, relative attention
+    config = DebertaV2Config(**{**dict(hidden_size=768, intermediate_size=3072, num_attention_heads=12,
+                                       num_hidden_layers=2, vocab_size=128100, relative_attention=True,
+                                       position_buckets=256, max_relative_positions=-1, norm_rel_ebd="layer_norm",
+                                       pos_att_type=["p2c", "c2p"], position_biased_input=False,
+                                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), **kw})
+    model = _hf("DebertaV2Model", config, device, _weights_dtype("float16", dtype))
+    return HFOut(model, ("input_ids",), "last_hidden_state"), (_ids(config.vocab_size, (8, 256), device),), "forward"
+
+
 def _hf(auto: str, config, device: torch.device, dtype: torch.dtype) -> nn.Module:
     import transformers
     torch.manual_seed(0)
@@ -417,6 +448,24 @@ _ENTRIES = [
     ZooModel("bart-train", "train", "train", "bfloat16", _bart_train,
              "BART-base widths (768/3072, 12 heads), 2 encoder + 2 decoder layers, dropout 0; bf16 weights, 8x128 "
              "in, 8x64 labels, AdamW (held out, set 2)"),
+    # held out, third set (see _falcon_config): not used to tune anything
+    ZooModel("falcon-prefill", "llm-prefill", "infer", "bfloat16",
+             _causal_lm(_falcon_config, 1, 512, "bfloat16", logits_to_keep=1),
+             f"Falcon (7B widths: 4544, 71 heads, multi-query, parallel attention), {_TWO}; 1x512 prefill, "
+             "last-token logits (held out, set 3)"),
+    ZooModel("deberta-base", "encoder", "infer", "float16", _deberta,
+             f"DeBERTa-v3-base widths (768/3072, 12 heads, disentangled relative attention), {_TWO}; 8x256 "
+             "(held out, set 3)"),
+    ZooModel("starcoder2-decode-b64", "llm-decode", "infer", "float16",
+             _causal_lm(_starcoder2_config, 64, 1, "float16"),
+             f"StarCoder2-3B widths (3072/12288, 24 heads, 2 kv, biases, GELU), {_TWO}; one token x batch 64, no "
+             "KV cache (held out, set 3)"),
+    ZooModel("efficientnet-b0", "vision-conv", "infer", "float16", _timm("efficientnet_b0", 32, "float16"),
+             "timm efficientnet_b0 (depthwise-separable convolutions, squeeze-excite), full depth; batch 32 "
+             "(held out, set 3)"),
+    ZooModel("resnet26-train", "train", "train", "amp-bfloat16", _timm("resnet26", 32, "amp-bfloat16", train=True),
+             "timm resnet26, full depth; fp32 weights + bf16 autocast, batch 32, cross-entropy, AdamW (held out, "
+             "set 3)"),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]
