@@ -194,3 +194,33 @@ def test_transformers_builds():
         out = module(*inputs)
         assert torch.isfinite(out).all() and kind == ("loss" if name.endswith("train") else "forward")
         assert (out.dim() == 0) == (kind == "loss")
+
+
+def test_held_out_set3_architectures_build():
+    """The third held-out set's transformers configs build and run (widths shrunk: the real ones are GPU-sized)."""
+    pytest.importorskip("transformers")
+    import torch
+
+    cpu, ids = torch.device("cpu"), torch.randint(0, 1000, (2, 16))
+    falcon = models._falcon_config(hidden_size=128, num_attention_heads=2, vocab_size=1000)
+    starcoder2 = models._starcoder2_config(hidden_size=128, intermediate_size=256, num_attention_heads=4,
+                                           num_key_value_heads=2, vocab_size=1000)
+    for config, kw in ((falcon, {"logits_to_keep": 1}), (starcoder2, {})):
+        lm = models._hf("AutoModelForCausalLM", config, cpu, torch.float32)
+        logits = models.HFOut(lm, ("input_ids",), "logits", use_cache=False, **kw)(ids)
+        assert logits.shape == (2, 1 if kw else 16, 1000) and torch.isfinite(logits).all()
+    module, (real_ids,), kind = models._deberta(cpu, torch.float32, hidden_size=128, intermediate_size=256,
+                                                num_attention_heads=4, vocab_size=1000)
+    assert kind == "forward" and real_ids.shape == (8, 256)
+    assert module(ids).shape == (2, 16, 128)
+
+
+def test_plot_without_plain_runs(tmp_path):
+    """A folder of max-autotune runs alone (its plain runs kept elsewhere) plots a note, not an empty legend."""
+    import warnings
+
+    records = [_rec("a", "max-autotune", 30.0, 1.0)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report.plot(records, report.summarize(records), tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 1000
