@@ -224,3 +224,31 @@ def test_plot_without_plain_runs(tmp_path):
         warnings.simplefilter("error")
         report.plot(records, report.summarize(records), tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_hook_figures_by_group():
+    """The report's per-group table: kinds from the records, held-out sets from the registry, worst vs best named."""
+    def rec(model, mode, kind, compile_s, step_ms):
+        return {**_rec(model, mode, compile_s, step_ms), "kind": kind}
+
+    records = [rec("gpt2-decode", "plain", "infer", 10.0, 1.0), rec("gpt2-decode", "hook", "infer", 10.0, 0.8),
+               rec("mistral-prefill", "plain", "infer", 10.0, 1.0),
+               rec("mistral-prefill", "hook", "infer", 20.0, 1.25),
+               rec("falcon-prefill", "plain", "infer", 10.0, 2.0),
+               rec("falcon-prefill", "max-autotune", "infer", 40.0, 1.0),
+               rec("falcon-prefill", "hook", "infer", 10.0, 1.0),
+               rec("resnet26-train", "plain", "train", 10.0, 3.0), rec("resnet26-train", "hook", "train", 5.0, 1.0)]
+    groups = report.model_groups(records)
+    assert groups == {"all": ["gpt2-decode", "mistral-prefill", "falcon-prefill", "resnet26-train"],
+                      "inference": ["gpt2-decode", "mistral-prefill", "falcon-prefill"], "training": ["resnet26-train"],
+                      "held out (every set)": ["mistral-prefill", "falcon-prefill", "resnet26-train"],
+                      "held-out set 1": ["mistral-prefill"], "held-out set 3": ["falcon-prefill", "resnet26-train"]}
+    s = report.summarize(records)
+    g = report.group_figures(s, groups, "hook")
+    set3 = g["held-out set 3"]
+    assert set3["models"] == 2 and math.isclose(set3["geomean_speed_vs_plain"], math.sqrt(6))
+    assert (g["held-out set 1"]["min_speed_vs_best"], g["held-out set 1"]["worst_model"]) == (0.8, "mistral-prefill")
+    assert g["all"]["worst_model"] == "mistral-prefill" and g["all"]["max_compile_vs_plain"] == 2.0
+    assert math.isclose(g["held-out set 3"]["min_speed_vs_best"], 1.0)  # falcon: max-autotune is its best
+    md = report.markdown(records, s, [])
+    assert "| held-out set 1 | 1 | 0.800 | 0.800 (mistral-prefill) | 2.00x | 2.00x |" in md

@@ -100,6 +100,41 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"models": models, "modes": per_mode, "mode_order": mode_names}
 
 
+def model_groups(records: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Group name -> models, in registry order: all, inference, training (the records' kind), the held-out sets
+    together and one by one (``models.ZooModel.held_out_set``). Empty groups are left out; a model not in the
+    registry (a test's) counts in all and by kind only."""
+    from . import models as registry
+
+    kinds = {r["model"]: r.get("kind") for r in records}
+    held = {name: getattr(registry.REGISTRY.get(name), "held_out_set", 0) for name in kinds}
+    groups = {"all": list(kinds), "inference": [m for m, k in kinds.items() if k == "infer"],
+              "training": [m for m, k in kinds.items() if k == "train"],
+              "held out (every set)": [m for m in kinds if held[m]]}
+    for n in sorted({n for n in held.values() if n}):
+        groups[f"held-out set {n}"] = [m for m in kinds if held[m] == n]
+    return {name: members for name, members in groups.items() if members}
+
+
+def group_figures(summary: dict[str, Any], groups: dict[str, list[str]], mode: str) -> dict[str, dict[str, Any]]:
+    """Per group, ``mode``'s figures over the group's models where the mode ran correctly: models, geomean speed
+    vs plain, the worst speed vs the better of plain and max-autotune (and its model), geomean and max compile vs
+    plain. Groups where the mode has no correct run are left out."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, members in groups.items():
+        rows = {m: summary["models"][m][mode] for m in members
+                if mode in summary["models"].get(m, {}) and summary["models"][m][mode]["status"] == "ok"}
+        vs_plain = [r["speed_vs_plain"] for r in rows.values() if r["speed_vs_plain"]]
+        if not vs_plain:
+            continue
+        worst = min((r["speed_vs_best"], m) for m, r in rows.items() if r["speed_vs_best"])
+        compiles = [r["compile_vs_plain"] for r in rows.values() if r["compile_vs_plain"]]
+        out[name] = {"models": len(vs_plain), "geomean_speed_vs_plain": geomean(vs_plain),
+                     "min_speed_vs_best": worst[0], "worst_model": worst[1],
+                     "geomean_compile_vs_plain": geomean(compiles), "max_compile_vs_plain": max(compiles, default=None)}
+    return out
+
+
 # Kernel groups, checked in order (first match wins). Inductor names every Triton kernel triton_<kind>_...; of
 # the rest, attention and convolution kernels go to "other" before the GEMM patterns, since flash /
 # memory-efficient attention and cuDNN convs carry "cutlass" / "xmma" / "gemm" in their names.
@@ -184,6 +219,16 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
                      f"{_f(s['geomean_speed_vs_best'], '.3f')} | {_f(s['min_speed_vs_best'], '.3f')} | "
                      f"{_f(s['geomean_compile_vs_plain'], '.2f', 'x')} | {_f(s['max_compile_vs_plain'], '.2f', 'x')}"
                      f" | {s['models']} | {s['not_ok']} |")
+    if "hook" in summary["mode_order"]:
+        lines += ["", "## `hook` by group", "", "Held-out sets: architectures added after the policy of their day was "
+                  "fixed and never used to tune anything (`models.ZooModel.held_out_set`).", "",
+                  "| group | models | geomean speed vs plain | worst speed vs best (model) | "
+                  "geomean compile vs plain | max compile vs plain |", "|---|---|---|---|---|---|"]
+        for name, g in group_figures(summary, model_groups(records), "hook").items():
+            lines.append(f"| {name} | {g['models']} | {_f(g['geomean_speed_vs_plain'], '.3f')} | "
+                         f"{_f(g['min_speed_vs_best'], '.3f')} ({g['worst_model']}) | "
+                         f"{_f(g['geomean_compile_vs_plain'], '.2f', 'x')} | "
+                         f"{_f(g['max_compile_vs_plain'], '.2f', 'x')} |")
     by_key = pooled_records(records)
     for model, runs in summary["models"].items():
         first = next(r for (m, _), r in by_key.items() if m == model)
