@@ -416,7 +416,6 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
         from . import models
-
         from .context_blocks import sampled_names
 
         names = [m.strip() for m in args.models.split(",") if m.strip()] + sampled_names(args.context_sample)

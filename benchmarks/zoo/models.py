@@ -45,6 +45,11 @@ class ZooModel:
     held_out_set: int = 0
 
     @property
+    def summary(self) -> str:
+        """The description as the records and reports carry it, the held-out set said."""
+        return f"{self.description} (held out, set {self.held_out_set})" if self.held_out_set else self.description
+
+    @property
     def amp_dtype(self) -> torch.dtype | None:
         """The autocast dtype for AMP entries, else None."""
         return DTYPES[self.dtype[4:]] if self.dtype.startswith("amp-") else None
@@ -420,58 +425,58 @@ _ENTRIES = [
              "weights, 4x256 tokens, AdamW"),
     # held out (see _mistral_config): not used to tune any policy
     ZooModel("mistral-prefill", "llm-prefill", "infer", "bfloat16", _causal_lm(_mistral_config, 1, 512, "bfloat16"),
-             f"Mistral (7B widths: 4096/14336, 32 heads, 8 kv), {_TWO}; 1x512 prefill, all logits (held out)",
+             f"Mistral (7B widths: 4096/14336, 32 heads, 8 kv), {_TWO}; 1x512 prefill, all logits",
              held_out_set=1),
     ZooModel("phi3-decode-b16", "llm-decode", "infer", "bfloat16", _causal_lm(_phi3_config, 16, 1, "bfloat16"),
-             f"Phi-3-mini widths (3072/8192, fused qkv and gate_up), {_TWO}; one token x batch 16, no KV cache "
-             "(held out)", held_out_set=1),
+             f"Phi-3-mini widths (3072/8192, fused qkv and gate_up), {_TWO}; one token x batch 16, no KV cache",
+             held_out_set=1),
     ZooModel("opt-decode-b4", "llm-decode", "infer", "float16", _causal_lm(_opt_config, 4, 1, "float16"),
-             f"OPT-1.3b widths (2048/8192, biases, ReLU), {_TWO}; one token x batch 4, no KV cache (held out)",
+             f"OPT-1.3b widths (2048/8192, biases, ReLU), {_TWO}; one token x batch 4, no KV cache",
              held_out_set=1),
     ZooModel("t5-encoder", "encoder", "infer", "bfloat16", _t5_encoder,
-             f"T5-base encoder widths (768/3072, 12 heads, relative position bias), {_TWO}; 8x256 (held out)",
+             f"T5-base encoder widths (768/3072, 12 heads, relative position bias), {_TWO}; 8x256",
              held_out_set=1),
     ZooModel("mixer-b16", "vision-mlp", "infer", "float16", _timm("mixer_b16_224", 32, "float16"),
-             "timm mixer_b16_224 (token- and channel-mixing MLPs), full depth (timm fixes num_blocks); batch 32 "
-             "(held out)", held_out_set=1),
+             "timm mixer_b16_224 (token- and channel-mixing MLPs), full depth (timm fixes num_blocks); batch 32",
+             held_out_set=1),
     ZooModel("neox-train", "train", "train", "bfloat16", _causal_lm_train(_neox_config, 8, 256, "bfloat16"),
              f"GPT-NeoX (Pythia-410m widths: 1024/4096, parallel residual), {_TWO}; bf16 weights, 8x256 tokens, "
-             "causal-LM loss, AdamW (held out)", held_out_set=1),
+             "causal-LM loss, AdamW", held_out_set=1),
     # held out, second set (see _gemma_config): not used to tune any policy
     ZooModel("gemma-prefill", "llm-prefill", "infer", "bfloat16",
              _causal_lm(_gemma_config, 2, 256, "bfloat16", logits_to_keep=1),
              f"Gemma (2B widths: 2048/16384, 8 heads, 1 kv, head_dim 256, GeGLU, vocab 256000), {_TWO}; 2x256 "
-             "prefill, last-token logits (held out, set 2)", held_out_set=2),
+             "prefill, last-token logits", held_out_set=2),
     ZooModel("qwen3-decode-b64", "llm-decode", "infer", "bfloat16", _causal_lm(_qwen3_config, 64, 1, "bfloat16"),
              f"Qwen3 (1.7B widths: 2048/6144, 16 heads, 8 kv, q/k norms), {_TWO}; one token x batch 64, no KV "
-             "cache (held out, set 2)", held_out_set=2),
+             "cache", held_out_set=2),
     ZooModel("clip-vit-l", "vision-transformer", "infer", "float16", _clip_vision,
-             f"CLIP vision tower (ViT-L/14 widths: 1024/4096, 16 heads), {_TWO}; batch 16 at 224 px, 257 tokens "
-             "(held out, set 2)", held_out_set=2),
+             f"CLIP vision tower (ViT-L/14 widths: 1024/4096, 16 heads), {_TWO}; batch 16 at 224 px, 257 tokens",
+             held_out_set=2),
     ZooModel("wav2vec2", "speech", "infer", "float16", _wav2vec2,
              f"wav2vec2-base widths (conv feature encoder, 768/3072, 12 heads), {_TWO}; batch 4 x 2 s of 16 kHz "
-             "audio (held out, set 2)", held_out_set=2),
+             "audio", held_out_set=2),
     ZooModel("bart-train", "train", "train", "bfloat16", _bart_train,
              "BART-base widths (768/3072, 12 heads), 2 encoder + 2 decoder layers, dropout 0; bf16 weights, 8x128 "
-             "in, 8x64 labels, AdamW (held out, set 2)", held_out_set=2),
+             "in, 8x64 labels, AdamW", held_out_set=2),
     # held out, third set (see _falcon_config): not used to tune anything
     ZooModel("falcon-prefill", "llm-prefill", "infer", "bfloat16",
              _causal_lm(_falcon_config, 1, 512, "bfloat16", logits_to_keep=1),
              f"Falcon (7B widths: 4544, 71 heads, multi-query, parallel attention), {_TWO}; 1x512 prefill, "
-             "last-token logits (held out, set 3)", held_out_set=3),
+             "last-token logits", held_out_set=3),
     ZooModel("deberta-base", "encoder", "infer", "float16", _deberta,
-             f"DeBERTa-v3-base widths (768/3072, 12 heads, disentangled relative attention), {_TWO}; 8x256 "
-             "(held out, set 3)", held_out_set=3),
+             f"DeBERTa-v3-base widths (768/3072, 12 heads, disentangled relative attention), {_TWO}; 8x256",
+             held_out_set=3),
     ZooModel("starcoder2-decode-b64", "llm-decode", "infer", "float16",
              _causal_lm(_starcoder2_config, 64, 1, "float16"),
              f"StarCoder2-3B widths (3072/12288, 24 heads, 2 kv, biases, GELU), {_TWO}; one token x batch 64, no "
-             "KV cache (held out, set 3)", held_out_set=3),
+             "KV cache", held_out_set=3),
     ZooModel("efficientnet-b0", "vision-conv", "infer", "float16", _timm("efficientnet_b0", 32, "float16"),
-             "timm efficientnet_b0 (depthwise-separable convolutions, squeeze-excite), full depth; batch 32 "
-             "(held out, set 3)", held_out_set=3),
+             "timm efficientnet_b0 (depthwise-separable convolutions, squeeze-excite), full depth; batch 32",
+             held_out_set=3),
     ZooModel("resnet26-train", "train", "train", "amp-bfloat16", _timm("resnet26", 32, "amp-bfloat16", train=True),
-             "timm resnet26, full depth; fp32 weights + bf16 autocast, batch 32, cross-entropy, AdamW (held out, "
-             "set 3)", held_out_set=3),
+             "timm resnet26, full depth; fp32 weights + bf16 autocast, batch 32, cross-entropy, AdamW",
+             held_out_set=3),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]

@@ -259,14 +259,12 @@ def plot(records: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> 
 
     markers = "os^vD<>Pp*Xh"
     fig, ax = plt.subplots(figsize=(8, 5.5))
-    plotted = 0
     for i, mode in enumerate(summary["mode_order"]):
         pts = [(runs[mode]["compile_vs_plain"], runs[mode]["speed_vs_plain"]) for runs in summary["models"].values()
                if mode in runs and runs[mode]["status"] == "ok" and runs[mode]["compile_vs_plain"]
                and runs[mode]["speed_vs_plain"]]
         if pts:
             ax.scatter(*zip(*pts), marker=markers[i % len(markers)], label=mode, alpha=0.8)
-            plotted += 1
     ax.set_xscale("log")
     ticks = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
     ax.xaxis.set_major_formatter(ticks)
@@ -277,7 +275,7 @@ def plot(records: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> 
     ax.set_ylabel("speed vs plain (plain step / step)")
     gpu = _versions(records, "gpu")
     ax.set_title(f"Model zoo on {'CPU' if gpu == '-' else gpu}: speed vs compile time, one point per model")
-    if plotted:
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
     else:  # e.g. a folder of max-autotune runs only: speeds are relative to plain runs kept elsewhere
         ax.text(0.5, 0.5, "no model has a plain run here to compare with", transform=ax.transAxes, ha="center")

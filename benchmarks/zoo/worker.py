@@ -291,7 +291,7 @@ def run(model: str, mode_text: str, repeats: int = 50) -> dict[str, Any]:
     try:
         record.update(environment())
         zm, mode = models.get(model), modes.parse_mode(mode_text)
-        record.update(family=zm.family, kind=zm.kind, dtype=zm.dtype, description=zm.description,
+        record.update(family=zm.family, kind=zm.kind, dtype=zm.dtype, description=zm.summary,
                       cudagraphs=mode.cudagraphs)
         reason = modes.skip_reason(mode)
         if reason:
