@@ -104,3 +104,78 @@ def test_one_by_one_convolutions_run_on_cudnn_as_under_plain_compile(feedback):
     plain, hooked = gemms_and_convolutions(torch.compile), gemms_and_convolutions(predictor.compile)
     assert plain == hooked and plain[0] == 0 and plain[1] >= 3
     assert predictor.stats()["gemms_seen"] == 0
+
+
+def _decoder_mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(2048, 5632), torch.nn.SiLU(),
+                               torch.nn.Linear(5632, 2048)).cuda().to(torch.bfloat16).eval()
+
+
+def test_inference_runs_under_cuda_graph_trees_and_inside_a_callers_capture(feedback):
+    """As called: an inference graph runs under CUDA graph trees (no launch per kernel). Inside the caller's own
+    torch.cuda.graph capture the same compiled model runs its kernels without the trees, so the caller's graph
+    captures them and its replays compute the right thing for new inputs."""
+    mlp = _decoder_mlp()
+    x = torch.randn(8, 2048, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        reference = mlp(x)
+        compiled = predictor.compile(mlp)
+        for _ in range(3):
+            out = compiled(x).clone()
+        from benchmarks.zoo.modes import cudagraph_trees_used
+        assert cudagraph_trees_used(torch.cuda.current_device())
+        torch.testing.assert_close(out, reference, rtol=5e-2, atol=5e-2)
+        static_x = x.clone()
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            compiled(static_x)
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.cuda.graph(graph):
+            static_out = compiled(static_x)
+        new_x = torch.randn_like(x)
+        static_x.copy_(new_x)
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(static_out, mlp(new_x), rtol=5e-2, atol=5e-2)
+
+
+def test_batch_one_gemv_runs_as_a_fused_reduction_without_cublas(feedback):
+    """M=1 (batch-1 decode): the GEMV rule lowers both Linears to Triton reductions (no cuBLAS kernel in the step),
+    nothing is benchmarked, and the result matches eager."""
+    from predictor.runtime.gemv import gemv_count
+    from torch.profiler import ProfilerActivity, profile
+
+    mlp = _decoder_mlp()
+    x = torch.randn(1, 2048, device="cuda", dtype=torch.bfloat16)
+    before = gemv_count()
+    with torch.no_grad():
+        compiled = predictor.compile(mlp, cudagraphs=False)
+        out = compiled(x)
+        torch.testing.assert_close(out, mlp(x), rtol=5e-2, atol=5e-2)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            compiled(x)
+            torch.cuda.synchronize()
+    names = [e.name.lower() for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert gemv_count() - before == 2
+    assert names and not any(k in n for n in names for k in ("gemv", "gemm", "nvjet", "cublas")), names
+    assert not feedback
+
+
+def test_named_backend_compiles_like_predictor_compile(feedback):
+    """torch.compile(backend="gemm_predictor", mode="reduce-overhead"), as transformers' generate passes it."""
+    from predictor.runtime.backend import register
+
+    register()
+    mlp = _decoder_mlp()
+    x = torch.randn(4, 2048, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        compiled = torch.compile(mlp, backend="gemm_predictor", mode="reduce-overhead")
+        for _ in range(3):
+            out = compiled(x).clone()
+        torch.testing.assert_close(out, mlp(x), rtol=5e-2, atol=5e-2)
+    stats = predictor.stats()
+    assert stats["gemms_seen"] == 2 and stats["kept_total"] == 2, stats
+    assert not feedback

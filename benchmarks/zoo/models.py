@@ -251,6 +251,13 @@ def _deberta(device: torch.device, dtype: torch.dtype | None = None, **kw: Any):
     return HFOut(model, ("input_ids",), "last_hidden_state"), (_ids(config.vocab_size, (8, 256), device),), "forward"
 
 
+def _mixtral_config(**kw: Any):
+    from transformers import MixtralConfig  # Mixtral-8x7B widths: 4096/14336, 8 experts, top-2, 32 heads, 8 kv
+    return MixtralConfig(**{**dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                                   num_key_value_heads=8, num_local_experts=8, num_experts_per_tok=2,
+                                   vocab_size=32000, num_hidden_layers=2), **kw})
+
+
 def _hf(auto: str, config, device: torch.device, dtype: torch.dtype) -> nn.Module:
     import transformers
     torch.manual_seed(0)
@@ -477,6 +484,21 @@ _ENTRIES = [
     ZooModel("resnet26-train", "train", "train", "amp-bfloat16", _timm("resnet26", 32, "amp-bfloat16", train=True),
              "timm resnet26, full depth; fp32 weights + bf16 autocast, batch 32, cross-entropy, AdamW",
              held_out_set=3),
+    # batch-1 decode (every GEMM has M=1: the GEMV path) and mixture-of-experts layers (grouped GEMMs), added with
+    # the GEMV rule and before any of their runs
+    ZooModel("llama-decode-b1", "llm-decode", "infer", "bfloat16", _causal_lm(_llama_config, 1, 1, "bfloat16"),
+             f"Llama (TinyLlama widths: 2048/5632, 32 heads, 4 kv), {_TWO}; one token at batch 1, no KV cache (M=1)"),
+    ZooModel("qwen2-decode-b1", "llm-decode", "infer", "float16", _causal_lm(_qwen2_config, 1, 1, "float16"),
+             f"Qwen2 (1.5B widths: 1536/8960, vocab 151936, tied embeddings), {_TWO}; one token at batch 1, no KV "
+             "cache (M=1)"),
+    ZooModel("phi3-decode-b1", "llm-decode", "infer", "bfloat16", _causal_lm(_phi3_config, 1, 1, "bfloat16"),
+             f"Phi-3-mini widths (3072/8192, fused qkv and gate_up), {_TWO}; one token at batch 1, no KV cache (M=1)"),
+    ZooModel("mixtral-moe-prefill", "llm-moe", "infer", "bfloat16",
+             _causal_lm(_mixtral_config, 1, 512, "bfloat16", logits_to_keep=1),
+             f"Mixtral (8x7B widths: 4096/14336, 8 experts, top-2 routing, grouped GEMMs), {_TWO}; 1x512 prefill, "
+             "last-token logits"),
+    ZooModel("mixtral-moe-decode-b1", "llm-moe", "infer", "bfloat16", _causal_lm(_mixtral_config, 1, 1, "bfloat16"),
+             f"Mixtral (8x7B widths, 8 experts, top-2), {_TWO}; one token at batch 1, no KV cache"),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]

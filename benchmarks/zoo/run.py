@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from . import models, modes, report
-from .worker import SCHEMA_VERSION, write_json
+from .worker import GPU_LOCK_ENV, LANES_PER_GPU_ENV, SCHEMA_VERSION, write_json
 
 REPO = Path(__file__).resolve().parents[2]
 RETRYABLE = ("error", "timeout")
@@ -107,6 +107,9 @@ class Runner:
                "TRITON_CACHE_DIR": str(tmp / "triton"), "PYTHONUNBUFFERED": "1"}
         if device is not None:
             env["CUDA_VISIBLE_DEVICES"] = device
+            if self.args.lanes_per_gpu > 1:  # lanes sharing a GPU take turns to time; their compiles overlap
+                env[GPU_LOCK_ENV] = str(self.out / f".gpu{device}.lock")
+                env[LANES_PER_GPU_ENV] = str(self.args.lanes_per_gpu)
         log_path = self.out / "logs" / re.sub(r"[^A-Za-z0-9._-]+", "_", f"{model}__{mode}.log")
         cmd = [sys.executable, "-m", "benchmarks.zoo.worker", "--model", model, "--mode", mode,
                "--repeats", str(self.args.repeats), "--json-out", str(tmp / "record.json")]
@@ -214,6 +217,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "or hook:key=value,... (one such mode per --modes item: separate several with ';')")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--lanes", default="auto", help="GPUs to use in parallel (auto: all visible)")
+    p.add_argument("--lanes-per-gpu", type=int, default=1,
+                   help="workers per GPU: their compiles overlap, their timings take turns (a lock per GPU); "
+                        "compile times then include the contention (records say lanes_per_gpu)")
     p.add_argument("--repeats", type=int, default=50)
     p.add_argument("--run-timeout", type=float, default=240.0, help="seconds per (model, mode) run")
     p.add_argument("--budget-s", type=float, default=None, help="start no run after this many seconds")
@@ -275,7 +281,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             raise ZooError(f"--report-only: no {results}")
         report.write_report(load_records(results), out)
         return 0
-    devices = lane_devices(args.lanes)
+    if args.lanes_per_gpu < 1:
+        raise ZooError(f"--lanes-per-gpu {args.lanes_per_gpu}: expected 1 or more")
+    devices = [d for d in lane_devices(args.lanes) for _ in range(args.lanes_per_gpu)]
     model_names, mode_names, store = prepare(args, argv)
     work: queue.Queue = queue.Queue()
     total = 0

@@ -40,7 +40,7 @@ WARMUP = 10
 # TF32 if a user turned it on, since the record says which).
 TOLERANCE = {"bfloat16": 5e-2, "float16": 2e-2, "float32": 1e-3}
 RECORD_KEYS = ("model family kind dtype mode status error compile_s compile_s_total step_ms step_ms_p10 step_ms_p90 "
-               "step_ms_iqr timing eager_launch_ms census correct max_abs_err rel_err hook_stats").split()
+               "step_ms_iqr timing called_ms eager_launch_ms census correct max_abs_err rel_err hook_stats").split()
 
 
 def one_line(exc: BaseException) -> str:
@@ -72,6 +72,7 @@ def environment() -> dict[str, Any]:
 
 # A file that parallel runs lock while they time (in_program.py --lanes): compiles overlap, timings never do.
 GPU_LOCK_ENV = "ZOO_GPU_LOCK"
+LANES_PER_GPU_ENV = "ZOO_LANES_PER_GPU"
 
 
 class timing_lock:
@@ -239,11 +240,12 @@ def measure(record: dict[str, Any], zm: models.ZooModel, mode: modes.Mode, repea
     record["cudagraph_trees_detected"] = detected
     trees = device.type == "cuda" and (detected or bool(mode.cudagraphs))  # Inductor has no graphs on CPU
     with timing_lock():
-        _time_and_census(record, zm, step, trees, repeats, device)
-    if mode.base == "hook":
+        _time_and_census(record, zm, step, trees, mode.replayable, repeats, device)
+    if mode.base.startswith("hook"):
         import predictor
         from predictor.runtime import installing
-        record["hook_stats"] = predictor.stats()
+        from predictor.runtime.gemv import gemv_count
+        record["hook_stats"] = {**predictor.stats(), "gemv_reductions": gemv_count()}
         if installing._STACK:  # which model and gap decided: the shipped default changes between releases
             pruner = installing._STACK[-1].pruner
             record["predictor_model"] = {"name": pruner.metadata.get("name"),
@@ -254,8 +256,9 @@ def measure(record: dict[str, Any], zm: models.ZooModel, mode: modes.Mode, repea
 
 
 def _time_and_census(record: dict[str, Any], zm: models.ZooModel, step: Callable[[], Any], trees: bool,
-                     repeats: int, device: torch.device) -> None:
-    """Warm up, time the step (CUDA-graph replay for inference where trees did not capture), kernel census."""
+                     replayable: bool, repeats: int, device: torch.device) -> None:
+    """Warm up, time the step as called (direct calls), then for inference by replaying one outer CUDA graph where
+    the mode can be captured (``modes.Mode.replayable``); kernel census."""
     for _ in range(WARMUP):
         step()
     _sync(device)
@@ -263,8 +266,8 @@ def _time_and_census(record: dict[str, Any], zm: models.ZooModel, step: Callable
     record.update(spread(direct), timing="eager-step" if zm.kind == "train" else "cudagraph-trees" if trees
                   else "direct")  # kept if the graph capture below fails
     if zm.kind == "infer":
-        record["eager_launch_ms"] = record["step_ms"]
-        if device.type == "cuda" and not trees:
+        record["called_ms"] = record["eager_launch_ms"] = record["step_ms"]  # the user's own loop
+        if device.type == "cuda" and replayable:
             try:
                 graph = capture(step)
                 for _ in range(WARMUP):
@@ -299,6 +302,7 @@ def run(model: str, mode_text: str, repeats: int = 50) -> dict[str, Any]:
             return record
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         record["device"] = device.type
+        record["lanes_per_gpu"] = int(os.environ.get(LANES_PER_GPU_ENV, "1"))  # >1: compiles overlapped
         measure(record, zm, mode, repeats, device)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a record
         traceback.print_exc()

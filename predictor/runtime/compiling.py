@@ -1,36 +1,35 @@
 """``predictor.compile``: the one recommended call — ``torch.compile`` with the settings that pay.
 
-What it sets, and why (measured on real models: docs/benchmarks/zoo, "Attribution"):
-- The hook with ``policy="decide"``: every GEMM gets exactly one choice, used without any benchmark — the model's
-  favourite Triton/decompose-K kernel unless cuBLAS leads it by more than 2.5 score units (``policy.DECIDE_MIN_GAP``
-  says why near ties go to Triton: measured in whole steps; few rows with a long K keep cuBLAS unless Triton leads by
-  2.0, ``policy.SMALL_M_LONG_K``), else cuBLAS. Full
-  max-autotune benchmarks 20–30 kernels per GEMM (minutes of compile) and its benchmark overstates cuBLAS on
-  small GEMMs, so it often picks slower Triton kernels: most of its inference losses.
-- ``max_autotune_gemm=True`` only so that Inductor builds the Triton candidates the hook may pick; nothing is
-  benchmarked when one choice is left. Pointwise/reduction autotuning (``max_autotune_pointwise``,
-  ``coordinate_descent_tuning``) stays off: it costs compile time per kernel.
-- Convolutions and CPU GEMMs keep their plain-``torch.compile`` backends (aten): the hook cannot rank them. That
-  includes 1x1 convolutions, which ``max_autotune_gemm`` would otherwise turn into GEMMs (``conv_lowering``).
-- CUDA graph trees (``triton.cudagraphs``) for training graphs only (``cudagraphs="auto"``). A training step
-  launched eagerly is host-bound: on the H200 zoo the trees alone made three training steps 1.25-2.4x faster,
-  the whole of full max-autotune's training win. For inference graphs they are left off: a model served under
-  one CUDA graph of the user's own gains nothing from them, and the trees' own per-call work made inference
-  steps 0.77-0.84x as fast as plain ``torch.compile`` replayed in one graph (docs/benchmarks/zoo).
-- Gradient accumulation under those trees: a backward's gradient output lives in the trees' memory pool, and
-  when ``.grad`` was empty autograd keeps that very tensor as ``.grad``; the next forward overwrites the pool,
-  so a second backward without zeroing fails ("accessing tensor output of CUDAGraphs that has been overwritten",
-  pytorch/pytorch#169545) under ``mode="max-autotune"`` too. ``predictor.compile`` gives such gradients their
-  own memory before each forward of a module (a read of each parameter's ``.grad``; a copy only when accumulating).
+What it sets, and why (the figures, with the commands that reproduce them: docs/benchmarks/zoo):
+- The hook with ``policy="decide"``: every GEMM gets exactly one choice, used without any benchmark (the model's
+  favourite Triton/decompose-K kernel unless cuBLAS leads it, ``policy.DECIDE_MIN_GAP``). Benchmarking 20-30
+  kernels per GEMM costs minutes of compile, and Inductor's benchmark overstates cuBLAS on small GEMMs.
+- ``max_autotune_gemm=True`` only so that Inductor builds the Triton candidates the hook picks from; nothing is
+  benchmarked when one choice is left. Pointwise tuning and coordinate descent stay off: they cost compile time
+  per kernel.
+- GEMVs (one row or column, e.g. batch-1 decode) become a fused Triton reduction where the GEMV rule says so
+  (``gemv``): the win coordinate descent finds there, without its search.
+- Convolutions and grouped GEMMs (mixture-of-experts layers) are lowered as plain ``torch.compile`` lowers them
+  (``conv_lowering``): the hook cannot rank them, and ``max_autotune_gemm`` would benchmark their templates.
+- CUDA graph trees on every graph, as ``mode="reduce-overhead"`` has them: a model called step by step from
+  Python is otherwise launch-bound. Inside a caller's own CUDA-graph capture the compiled kernels run without the
+  trees, so the caller's graph captures them (``_capture_aware_cudagraphify``).
+- Gradient accumulation under the trees: a backward's gradient output lives in the trees' memory pool, and when
+  ``.grad`` was empty autograd keeps that very tensor as ``.grad``; the next forward overwrites the pool, so a
+  second backward without zeroing fails (pytorch/pytorch#169545, under ``mode="max-autotune"`` too).
+  ``AccumulatedGradGuard`` gives such gradients memory of their own before each forward of a module.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from . import installing
 from .conv_lowering import convolutions_as_plain
+from .gemv import gemv_as_reduction
 from .policy import DECIDE_MIN_GAP
 from .settings import HookSettings
 
@@ -43,10 +42,18 @@ RECOMMENDED_OPTIONS: dict[str, Any] = {
 
 
 def recommended_settings(model: str | os.PathLike | None = None, decide_gap: float = DECIDE_MIN_GAP,
-                         fallback: str = "aten") -> HookSettings:
-    """The hook settings ``predictor.compile`` installs: one choice per GEMM, decided by the model."""
-    return HookSettings(model=None if model is None else str(model), top_k=1, keep_aten=False, margin=None,
-                             aten_alone_below_us=None, policy="decide", decide_gap=decide_gap, fallback=fallback)
+                         fallback: str = "aten", tune: int | None = None) -> HookSettings:
+    """The hook settings ``predictor.compile`` installs: one choice per GEMM, decided by the model; with ``tune=K``
+    the model's top K (cuBLAS kept beside them) for Inductor's own benchmark to pick from."""
+    model = None if model is None else str(model)
+    if tune is not None:
+        return HookSettings(model=model, top_k=tune, keep_aten=True, margin=None, aten_alone_below_us=None,
+                            policy="prune", fallback=fallback)
+    return HookSettings(model=model, top_k=1, keep_aten=False, margin=None, aten_alone_below_us=None,
+                        policy="decide", decide_gap=decide_gap, fallback=fallback)
+
+
+CUDAGRAPHS = (True, "training", False)
 
 
 def _graph_needs_backward(gm: Any, example_inputs: Any) -> bool:
@@ -61,6 +68,34 @@ def _graph_needs_backward(gm: Any, example_inputs: Any) -> bool:
     return any(p.requires_grad for p in gm.parameters())
 
 
+@contextlib.contextmanager
+def _capture_aware_cudagraphify() -> Iterator[None]:
+    """While active, every graph Inductor wraps in CUDA graph trees also keeps its plain kernels: a call made while
+    the current stream is being captured (a caller's ``torch.cuda.graph``) runs them, so they land in the caller's
+    graph, where the trees would try to record a graph of their own inside the capture."""
+    import torch
+    from torch._inductor import compile_fx
+
+    original = compile_fx.cudagraphify
+    if getattr(original, "predictor_capture_aware", False):  # nested compiles wrap once
+        yield
+        return
+
+    def cudagraphify(model: Any, *args: Any, **kwargs: Any) -> Any:
+        trees = original(model, *args, **kwargs)
+
+        def run(inputs: Any) -> Any:
+            return model(inputs) if torch.cuda.is_current_stream_capturing() else trees(inputs)
+        return run
+
+    cudagraphify.predictor_capture_aware = True  # type: ignore[attr-defined]
+    compile_fx.cudagraphify = cudagraphify
+    try:
+        yield
+    finally:
+        compile_fx.cudagraphify = original
+
+
 def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str) -> Any:
     """torch.compile's own Inductor backend object with ``options``, deciding CUDA graph trees per graph.
 
@@ -72,32 +107,35 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str) -> Any:
 
     class PredictorInductor(torch._TorchCompileInductorWrapper):
         def __call__(self, model_: Any, inputs_: Any, **kwargs: Any) -> Any:
-            trees = _graph_needs_backward(model_, inputs_) if cudagraphs == "auto" else bool(cudagraphs)
+            trees = _graph_needs_backward(model_, inputs_) if cudagraphs == "training" else bool(cudagraphs)
             patches = {**self.config, **(kwargs.get("config_patches") or {}), "triton.cudagraphs": trees}
             # compile_fx re-applies config_patches around the backward pass, which is compiled later, lazily;
-            # convolutions are lowered in the forward graph, here, as plain lowers them (conv_lowering says why)
-            with convolutions_as_plain():
+            # lowerings and decompositions apply to the forward graph traced here (the backward is traced with it)
+            with convolutions_as_plain(), gemv_as_reduction(), _capture_aware_cudagraphify():
                 return compile_fx(model_, inputs_, config_patches=patches)
 
     return PredictorInductor(None, {**options, "triton.cudagraphs": cudagraphs is not False}, None)
 
 
-def compile(model: Any, *, cudagraphs: bool | str = "auto", predictor_model: str | os.PathLike | None = None,
-            decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten", options: dict[str, Any] | None = None,
-            **torch_compile_kwargs: Any) -> Any:
+def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
+            decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten", tune: int | None = None,
+            options: dict[str, Any] | None = None, **torch_compile_kwargs: Any) -> Any:
     """``torch.compile(model)`` with gemm-predictor choosing every GEMM's kernel; compile time at plain's level.
 
-    ``cudagraphs``: CUDA graph trees (``triton.cudagraphs``, what ``mode="max-autotune"`` turns on): ``"auto"``
-    (default) for graphs that build a backward (training) and not for inference graphs, ``True`` for every graph
-    (an inference server calling the model directly, step by step), ``False`` for none.
+    ``cudagraphs``: CUDA graph trees (``triton.cudagraphs``, what ``mode="reduce-overhead"`` turns on): ``True``
+    (default) for every graph; inside a caller's own CUDA-graph capture the kernels run without them and are
+    captured. ``"training"``: only graphs that build a backward. ``False``: none (each call launches its kernels).
+    As under ``mode="reduce-overhead"``, an output is overwritten by the next call of the same graph: clone what
+    you keep across calls (the trees raise an error naming the access otherwise).
     ``predictor_model``: a model folder (default: the shipped one for this GPU; without one, every GEMM runs
     cuBLAS, as under plain ``torch.compile``, with one warning). ``decide_gap``: how far (score units) the
     model's favourite Triton kernel must lead cuBLAS to be taken; negative: how far it may trail
     (``predictor.runtime.policy.DECIDE_MIN_GAP``, -2.5; int8/fp8 GEMMs never below 0.0, few rows with a long K
     never below 2.0).
     ``fallback``: what a GEMM the hook cannot rank gets (``"aten"``, plain's choice; ``"full"``, stock
-    max-autotune). ``options``: extra Inductor options, applied over the recommended ones. Anything else goes
-    to ``torch.compile`` (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).
+    max-autotune). ``tune``: benchmark the model's top ``tune`` kernels per GEMM (and cuBLAS) in Inductor's own
+    benchmark instead of deciding alone: a longer compile for users who accept one.
+    ``options``: extra Inductor options, applied over the recommended ones. Anything else goes to ``torch.compile`` (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).
 
     The hook is installed process-wide (``predictor.stats()`` counts its decisions; ``predictor.uninstall()``
     removes it); compiling several models with the same settings shares one hook."""
@@ -105,19 +143,30 @@ def compile(model: Any, *, cudagraphs: bool | str = "auto", predictor_model: str
         if refused in torch_compile_kwargs:
             raise ValueError(f"predictor.compile sets its own Inductor backend and options; pass options=..., "
                              f"not {refused}=")
-    if cudagraphs not in ("auto", True, False):
-        raise ValueError(f"cudagraphs must be 'auto', True or False, got {cudagraphs!r}")
+    merged, cudagraphs = prepare(cudagraphs, predictor_model, decide_gap, fallback, tune, options)
+    return compile_without_hook(model, merged, cudagraphs, **torch_compile_kwargs)
+
+
+def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
+            decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten", tune: int | None = None,
+            options: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool | str]:
+    """Check ``predictor.compile``'s arguments (one-line ValueError), install the hook they ask for (unless the
+    same is installed already) and return the Inductor options and CUDA-graph setting to compile with."""
+    if cudagraphs not in CUDAGRAPHS:
+        raise ValueError(f"cudagraphs must be True, 'training' or False, got {cudagraphs!r}")
+    if tune is not None and (isinstance(tune, bool) or not isinstance(tune, int) or tune < 1):
+        raise ValueError(f"tune must be a positive integer (kernels benchmarked per GEMM) or None, got {tune!r}")
     merged = {**RECOMMENDED_OPTIONS, **(options or {})}
     if "triton.cudagraphs" in merged:
         cudagraphs = bool(merged.pop("triton.cudagraphs"))
     _check_options(merged)  # before installing anything: a refused call leaves no hook behind
-    settings = recommended_settings(predictor_model, decide_gap, fallback)
+    settings = recommended_settings(predictor_model, decide_gap, fallback, tune)
     if not (installing._STACK and installing._STACK[-1].pruner.settings == settings):
         installing.install_settings(settings)
-    return compile_without_hook(model, merged, cudagraphs, **torch_compile_kwargs)
+    return merged, cudagraphs
 
 
-def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool | str = "auto",
+def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool | str = True,
                          **torch_compile_kwargs: Any) -> Any:
     """What ``predictor.compile`` compiles with, the hook aside: Inductor with ``options``, CUDA graph trees decided
     per graph, and the accumulated-gradient guard on a module. Whatever chooses the GEMMs is the caller's (the

@@ -1,4 +1,5 @@
-"""Convolutions lowered as plain ``torch.compile`` lowers them, under ``predictor.compile``'s GEMM setting.
+"""Convolutions and grouped GEMMs lowered as plain ``torch.compile`` lowers them, under ``predictor.compile``'s GEMM
+setting.
 
 Why: with ``max_autotune_gemm`` on (which ``predictor.compile`` needs so that Inductor builds the Triton GEMM
 candidates the hook picks from), Inductor also turns every channels-last 1x1 convolution into a GEMM
@@ -7,6 +8,10 @@ kernels where plain ``torch.compile`` runs cuDNN. Measured on an H100 (session 1
 kernels against plain's 131 and 0.963x plain's step, the convolutions being the only difference (0.958x on an
 H200 in session 6). The hook cannot rank convolutions, so they are left to cuDNN exactly as plain has them; a user
 who asks for the conversion (``conv_1x1_as_mm=True``) or for full max-autotune (``max_autotune=True``) keeps it.
+
+Grouped GEMMs (``torch._grouped_mm``, what transformers' mixture-of-experts layers run) likewise: with
+``max_autotune_gemm`` on, Inductor offers ~40 Triton grouped-GEMM configs and benchmarks them all
+(``kernel/mm_grouped.py``), outside the choices the hook sees; plain runs aten's grouped GEMM without a benchmark.
 """
 
 from __future__ import annotations
@@ -30,15 +35,26 @@ def _plain(lower: Callable[..., Any]) -> Callable[..., Any]:
     return lower_as_plain
 
 
+def _plain_ops() -> list[Any]:
+    """The ops lowered as plain: convolution, and the grouped GEMMs this torch has."""
+    import torch
+
+    aten = torch.ops.aten
+    ops = [aten.convolution, aten.convolution.default]
+    for name in ("_grouped_mm", "_scaled_grouped_mm"):
+        packet = getattr(aten, name, None)
+        if packet is not None:
+            ops += [packet, packet.default]
+    return ops
+
+
 @contextlib.contextmanager
 def convolutions_as_plain() -> Iterator[None]:
-    """While active, Inductor lowers ``aten.convolution`` with ``max_autotune_gemm`` off (the lowering table's
-    entries are restored on exit, also on an error)."""
-    import torch
+    """While active, Inductor lowers ``aten.convolution`` and the grouped GEMMs with ``max_autotune_gemm`` off (the
+    lowering table's entries are restored on exit, also on an error)."""
     from torch._inductor import lowering
 
-    conv = torch.ops.aten.convolution
-    originals = {key: lowering.lowerings[key] for key in (conv, conv.default) if key in lowering.lowerings}
+    originals = {key: lowering.lowerings[key] for key in _plain_ops() if key in lowering.lowerings}
     for key, lower in originals.items():
         if not getattr(lower, "predictor_plain_convolution", False):  # nested compiles wrap once
             lowering.lowerings[key] = _plain(lower)
