@@ -71,7 +71,7 @@ def _operands(p: dict[str, Any]) -> tuple[Any, Any]:
     return x, b
 
 
-def _compiled(options: dict[str, Any]) -> Callable[..., Any]:
+def _compiled(options: dict[str, Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """``x @ b`` compiled by Inductor with the GEMV decomposition on for every GEMV (nothing else in the graph)."""
     import torch
     from predictor.runtime.gemv import gemv_as_reduction
@@ -79,7 +79,7 @@ def _compiled(options: dict[str, Any]) -> Callable[..., Any]:
     fn = torch.compile(lambda x, b: x @ b, options=options, dynamic=False)
 
     def first_call_decomposed(x: Any, b: Any) -> Any:
-        with gemv_as_reduction(rule=lambda n, k, dtype: True):
+        with gemv_as_reduction(rule=lambda *problem: True):
             return fn(x, b)
     return first_call_decomposed, fn
 

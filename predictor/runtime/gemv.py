@@ -5,10 +5,10 @@ cuBLAS's GEMV path reaches less of it than a Triton reduction over K does, and t
 bias and the following pointwise ops (batch-1 LLM decode: docs/GEMV.md). Inductor has the reduction form (its
 ``mm`` decomposition, ``torch/_inductor/decomposition.py``) but only under ``coordinate_descent_tuning``, which
 also tunes every other kernel of the graph (4-5x plain's compile). Here the decision is made per GEMM, at trace
-time, from the rule in ``GEMV_RULE`` (fitted on the GEMV labels, ``datasets/<gpu>/gemv.parquet``), and the
-reduction's block sizes are Inductor's own reduction heuristic: nothing is searched at compile time.
+time, from ``takes_reduction`` (its threshold fitted on the GEMV labels, ``datasets/nvidia-h200/GEMV.md``), and
+the reduction's block sizes are Inductor's own reduction heuristic: nothing is searched at compile time.
 
-The rule needs M (or N) statically known to be 1; a dynamic batch never takes this path here.
+The rule needs M statically known to be 1; a dynamic batch never takes this path here.
 """
 
 from __future__ import annotations
@@ -18,15 +18,16 @@ import functools
 from collections.abc import Iterator
 from typing import Any, Callable
 
-# The reduction form where the labels say it pays (datasets/nvidia-h100/GEMV.md): half-precision operands and a
-# weight of at least MIN_WEIGHT_ELEMENTS elements (below it a step is launch-bound and cuBLAS's GEMV is as fast).
-HALF_DTYPES = ("float16", "bfloat16")
-MIN_WEIGHT_ELEMENTS = 1 << 20
+# Where the labels say the reduction pays (datasets/nvidia-h200/GEMV.md, python -m predictor.offline.gemv_eval):
+# a column-major weight (F.linear's, K contiguous per output) with at most MAX_N outputs. Wider heads (vocabulary
+# projections) and row-major weights run slower under Inductor's default reduction blocks than under cuBLAS.
+MAX_N = 6144
+DTYPES = ("float16", "bfloat16", "float32")
 
 
-def takes_reduction(n: int, k: int, dtype: str) -> bool:
-    """Whether a GEMV of an (n, k) weight in ``dtype`` runs as a Triton reduction rather than cuBLAS."""
-    return dtype in HALF_DTYPES and n * k >= MIN_WEIGHT_ELEMENTS
+def takes_reduction(n: int, k: int, dtype: str, layout_b: str) -> bool:
+    """Whether a one-row GEMM with an (n, k) weight runs as a Triton reduction rather than cuBLAS's GEMV."""
+    return dtype in DTYPES and layout_b == "col" and n <= MAX_N
 
 
 def _static_one(size: Any) -> bool:
@@ -42,18 +43,14 @@ def _static_int(size: Any) -> int | None:
         return None
 
 
-def _gemv_shape(a: Any, b: Any) -> tuple[int, int] | None:
-    """(n, k) of the weight when ``a @ b`` is a GEMV this rule may take (CUDA, one static row or column), else None."""
+def _gemv_shape(a: Any, b: Any) -> tuple[int, int, str] | None:
+    """(n, k, B's layout) when ``a @ b`` has one static row on CUDA, else None."""
     if a.device.type != "cuda" or a.dim() != 2 or b.dim() != 2 or a.dtype != b.dtype:
         return None
-    m, k, n = _static_int(a.shape[0]), _static_int(a.shape[1]), _static_int(b.shape[1])
-    if k is None:
+    k, n = _static_int(a.shape[1]), _static_int(b.shape[1])
+    if k is None or n is None or not _static_one(a.shape[0]):
         return None
-    if m is not None and _static_one(a.shape[0]) and n is not None:
-        return n, k
-    if n is not None and _static_one(b.shape[1]) and m is not None:
-        return m, k
-    return None
+    return n, k, "col" if _static_int(b.stride(0)) == 1 and n > 1 else "row"
 
 
 def _reduction(a: Any, b: Any) -> Any:
@@ -62,12 +59,15 @@ def _reduction(a: Any, b: Any) -> Any:
     return (a.unsqueeze(2) * b.unsqueeze(0)).sum(dim=1)
 
 
-_RULE: list[Callable[[int, int, str], bool]] = [takes_reduction]
+_RULE: list[Callable[[int, int, str, str], bool]] = [takes_reduction]
 
 
 def _wants(a: Any, b: Any) -> bool:
     shape = _gemv_shape(a, b)
-    return shape is not None and _RULE[-1](*shape, str(a.dtype).removeprefix("torch."))
+    if shape is None:
+        return False
+    n, k, layout = shape
+    return _RULE[-1](n, k, str(a.dtype).removeprefix("torch."), layout)
 
 
 def _mm(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -103,8 +103,8 @@ def gemv_count() -> int:
 
 
 @contextlib.contextmanager
-def gemv_as_reduction(rule: Callable[[int, int, str], bool] | None = None) -> Iterator[None]:
-    """While active, Inductor's decomposition table turns each GEMV that ``rule(n, k, dtype)`` takes (default:
+def gemv_as_reduction(rule: Callable[[int, int, str, str], bool] | None = None) -> Iterator[None]:
+    """While active, Inductor's decomposition table turns each GEMV that ``rule(n, k, dtype, layout_b)`` takes (default:
     ``takes_reduction``) into the reduction form; other GEMMs keep their decompositions (or none). The table's
     entries are restored on exit, also on an error. (The GEMV collector passes a rule that takes every GEMV.)"""
     import torch
