@@ -124,14 +124,14 @@ def environment() -> dict[str, Any]:
             "torch": torch.__version__, "triton": triton.__version__}
 
 
-def write(frame: pd.DataFrame, path: Path, env: dict[str, Any]) -> None:
+def write(frame: pd.DataFrame, path: Path, env: dict[str, Any], what: str = "gemv labels (collectors/gemv.py)") -> None:
     """zstd parquet with the environment in the file metadata, written atomically."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = pa.Table.from_pandas(frame, preserve_index=False)
     meta = {**(table.schema.metadata or {}), b"gemm_predictor": pd.Series(
-        {**env, "schema_version": SCHEMA_VERSION, "what": "gemv labels (collectors/gemv.py)"}).to_json().encode()}
+        {**env, "schema_version": SCHEMA_VERSION, "what": what}).to_json().encode()}
     tmp = path.with_suffix(".tmp")
     pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd")
     tmp.replace(path)

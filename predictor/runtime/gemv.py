@@ -142,3 +142,53 @@ def _no_decomposition(op: Any) -> Callable[..., Any]:
     def keep(*args: Any, **kwargs: Any) -> Any:
         return NotImplemented
     return keep
+
+
+def _origin_ops(kernel: Any) -> set[Any]:
+    """The aten ops the kernel's nodes were decomposed from (Inductor keeps them as ``original_aten``)."""
+    ops: set[Any] = set()
+    features = getattr(kernel, "features", None)
+    for node in getattr(features, "node_schedule", None) or ():
+        ir_node = getattr(node, "node", None)
+        for origin in getattr(ir_node, "origins", None) or ():
+            op = getattr(origin, "meta", {}).get("original_aten")
+            if op is not None:
+                ops.add(op)
+    return ops
+
+
+def _is_gemv_reduction(kernel: Any) -> bool:
+    import torch
+
+    aten = torch.ops.aten
+    return bool(getattr(kernel, "inside_reduction", False)) and bool(
+        _origin_ops(kernel) & {aten.mm.default, aten.addmm.default})
+
+
+@contextlib.contextmanager
+def gemv_coordinate_descent() -> Iterator[None]:
+    """While active, the reduction kernels that hold a GEMV are generated with Inductor's coordinate-descent search
+    on (their block sizes are searched at their first run), every other kernel as configured. Why: on the GEMV
+    labels the searched reduction beats the default blocks where the weight is wide (vocabulary heads) and where
+    Inductor fuses two GEMVs with their activation into one kernel; searching only these kernels costs a fraction
+    of ``coordinate_descent_tuning``'s compile, which searches every kernel."""
+    from torch._inductor import config
+    from torch._inductor.codegen.triton import TritonKernel
+
+    original = TritonKernel.codegen_kernel
+    if getattr(original, "predictor_gemv_search", False):
+        yield
+        return
+
+    def codegen_kernel(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if config.coordinate_descent_tuning or not _is_gemv_reduction(self):
+            return original(self, *args, **kwargs)
+        with config.patch(coordinate_descent_tuning=True):
+            return original(self, *args, **kwargs)
+
+    codegen_kernel.predictor_gemv_search = True  # type: ignore[attr-defined]
+    TritonKernel.codegen_kernel = codegen_kernel
+    try:
+        yield
+    finally:
+        TritonKernel.codegen_kernel = original
