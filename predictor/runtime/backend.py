@@ -33,7 +33,7 @@ def gemm_predictor(gm: Any, example_inputs: Any, mode: str | None = None,
         raise ValueError(f"backend {NAME!r}: unknown mode {mode!r}; expected one of "
                          f"{', '.join(repr(m) for m in MODES if m)}")
     merged, cudagraphs = prepare(options=options, **MODES[mode])
-    return _inductor_backend(merged, cudagraphs, gemv_search="tune" in MODES[mode])(gm, example_inputs)
+    return _inductor_backend(merged, cudagraphs)(gm, example_inputs)
 
 
 def register() -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 from . import installing
 from .conv_lowering import convolutions_as_plain
-from .gemv import gemv_as_reduction, gemv_coordinate_descent
+from .gemv import gemv_as_reduction
 from .policy import DECIDE_MIN_GAP
 from .settings import HookSettings
 
@@ -96,7 +96,7 @@ def _capture_aware_cudagraphify() -> Iterator[None]:
         compile_fx.cudagraphify = original
 
 
-def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str, gemv_search: bool = False) -> Any:
+def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str) -> Any:
     """torch.compile's own Inductor backend object with ``options``, deciding CUDA graph trees per graph.
 
     A subclass of ``torch._TorchCompileInductorWrapper`` (what ``torch.compile`` builds for ``backend="inductor"``)
@@ -111,8 +111,7 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str, gemv_sear
             patches = {**self.config, **(kwargs.get("config_patches") or {}), "triton.cudagraphs": trees}
             # compile_fx re-applies config_patches around the backward pass, which is compiled later, lazily;
             # lowerings and decompositions apply to the forward graph traced here (the backward is traced with it)
-            search = gemv_coordinate_descent() if gemv_search else contextlib.nullcontext()
-            with convolutions_as_plain(), gemv_as_reduction(), search, _capture_aware_cudagraphify():
+            with convolutions_as_plain(), gemv_as_reduction(), _capture_aware_cudagraphify():
                 return compile_fx(model_, inputs_, config_patches=patches)
 
     return PredictorInductor(None, {**options, "triton.cudagraphs": cudagraphs is not False}, None)
@@ -120,8 +119,7 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str, gemv_sear
 
 def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
             decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten", tune: int | None = None,
-            gemv_search: bool | None = None, options: dict[str, Any] | None = None,
-            **torch_compile_kwargs: Any) -> Any:
+            options: dict[str, Any] | None = None, **torch_compile_kwargs: Any) -> Any:
     """``torch.compile(model)`` with gemm-predictor choosing every GEMM's kernel; compile time at plain's level.
 
     ``cudagraphs``: CUDA graph trees (``triton.cudagraphs``, what ``mode="reduce-overhead"`` turns on): ``True``
@@ -136,9 +134,7 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     never below 2.0).
     ``fallback``: what a GEMM the hook cannot rank gets (``"aten"``, plain's choice; ``"full"``, stock
     max-autotune). ``tune``: benchmark the model's top ``tune`` kernels per GEMM (and cuBLAS) in Inductor's own
-    benchmark instead of deciding alone: a longer compile for users who accept one. ``gemv_search``: search the
-    block sizes of the GEMV reductions (``gemv.gemv_coordinate_descent``, seconds of compile); default: only with
-    ``tune``.
+    benchmark instead of deciding alone: a longer compile for users who accept one.
     ``options``: extra Inductor options, applied over the recommended ones. Anything else goes to ``torch.compile`` (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).
 
     The hook is installed process-wide (``predictor.stats()`` counts its decisions; ``predictor.uninstall()``
@@ -148,8 +144,7 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
             raise ValueError(f"predictor.compile sets its own Inductor backend and options; pass options=..., "
                              f"not {refused}=")
     merged, cudagraphs = prepare(cudagraphs, predictor_model, decide_gap, fallback, tune, options)
-    search = tune is not None if gemv_search is None else bool(gemv_search)
-    return compile_without_hook(model, merged, cudagraphs, gemv_search=search, **torch_compile_kwargs)
+    return compile_without_hook(model, merged, cudagraphs, **torch_compile_kwargs)
 
 
 def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
@@ -172,14 +167,13 @@ def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | 
 
 
 def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool | str = True,
-                         gemv_search: bool = False, **torch_compile_kwargs: Any) -> Any:
+                         **torch_compile_kwargs: Any) -> Any:
     """What ``predictor.compile`` compiles with, the hook aside: Inductor with ``options``, CUDA graph trees decided
     per graph, and the accumulated-gradient guard on a module. Whatever chooses the GEMMs is the caller's (the
     installed hook, or a lookup table in ``benchmarks/zoo/in_program.py``)."""
     import torch
 
-    compiled = torch.compile(model, backend=_inductor_backend(options, cudagraphs, gemv_search),
-                             **torch_compile_kwargs)
+    compiled = torch.compile(model, backend=_inductor_backend(options, cudagraphs), **torch_compile_kwargs)
     if cudagraphs is not False and isinstance(compiled, torch.nn.Module):
         compiled.register_forward_pre_hook(AccumulatedGradGuard())
     return compiled
