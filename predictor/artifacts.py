@@ -31,7 +31,7 @@ import numpy as np
 from .atomic import MODEL, check_output_folder, staged_folder
 from .device import DeviceInfo
 from .features import FEATURE_NAMES, model_feature_count
-from .lgbm_text import TEXT_FOREST_SIGNS, TextForestRanker, parse_text_forest
+from .lgbm_text import TEXT_FOREST_SIGNS, ModelTextError, TextForestRanker, check_model_text, parse_text_forest
 from .schema import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -106,14 +106,17 @@ def _serialise(ranker) -> tuple[str, bytes]:
     return STATE_FILE, (json.dumps(_jsonable(doc), separators=(",", ":"), allow_nan=False) + "\n").encode()
 
 
-def _deserialise(ranker, model_file: str, payload: bytes):
+def _deserialise(ranker, model_file: str, payload: bytes, path: Path):
     """The ranker with its learned state from the model file's bytes (already checked against the sha256)."""
     if model_file == LGBM_FILE:
-        import lightgbm as lgb
-
         if not hasattr(ranker, "_set_booster"):
             raise TypeError(f"ranker {ranker.name!r} does not take a LightGBM model")
-        return ranker._set_booster(lgb.Booster(model_str=payload.decode()))
+        # LightGBM's native parser trusts the text (a cut file, a short list or an index out of range crashes the
+        # process or loops forever): only text our own parser has checked in full reaches it
+        check_model_text(payload, path)
+        import lightgbm as lgb
+
+        return ranker._set_booster(lgb.Booster(model_str=payload.decode("ascii")))
     doc = json.loads(payload.decode())
     if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
         raise ValueError(f"not a {STATE_FORMAT} document")
@@ -269,7 +272,9 @@ def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
         raise ModelError(f"{folder}: {_one_line(exc)}") from None
     model_file, payload = _verified_model_file(folder, meta)
     try:
-        ranker = _deserialise(ranker, model_file, payload)
+        ranker = _deserialise(ranker, model_file, payload, folder / model_file)
+    except ModelTextError as exc:  # names the file and the first bad field already
+        raise ModelError(str(exc)) from None
     except Exception as exc:  # anything the model libraries raise on a bad file, as one line
         raise ModelError(f"{folder / model_file}: cannot load ({_one_line(exc)})") from None
 
@@ -299,7 +304,9 @@ def load_runtime_model(folder: str | Path, expect_device: DeviceInfo | None = No
         return load_model(folder, expect_device)
     model_file, payload = _verified_model_file(folder, meta)
     try:
-        ranker = TextForestRanker(name, parse_text_forest(payload.decode(), model_file))
+        ranker = TextForestRanker(name, parse_text_forest(payload, folder / model_file))
+    except ModelTextError as exc:  # names the file and the first bad field already
+        raise ModelError(str(exc)) from None
     except Exception as exc:  # a file this reader cannot parse, as one line
         raise ModelError(f"{folder / model_file}: cannot load ({_one_line(exc)})") from None
     return ranker, meta
