@@ -173,7 +173,7 @@ def read_metadata(folder: str | Path) -> dict[str, Any]:
         raise ModelError(f"{folder}: no model here ({METADATA_FILE} missing)")
     try:
         meta = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # RecursionError: deep nesting
         raise ModelError(f"{path}: unreadable ({_one_line(exc)})") from None
     if not isinstance(meta, dict):
         raise ModelError(f"{path}: not a JSON object")
@@ -202,9 +202,42 @@ def _check_types(meta: dict[str, Any], where: str) -> None:
     groups = meta.get("split", {}).get("test_groups")
     if groups is not None and not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
         raise ModelError(f"{where}: metadata split.test_groups must be a list of group names")
-    margin = (meta.get("pruning") or {}).get("margin")
-    if margin is not None and (isinstance(margin, bool) or not isinstance(margin, _NUMBER)):
-        raise ModelError(f"{where}: metadata pruning.margin is {margin!r:.40}, not a number or null")
+    pruning = meta.get("pruning") or {}
+    margin = pruning.get("margin")
+    # a NaN margin keeps nothing within it and a negative one drops every Triton choice: both prune to cuBLAS alone
+    if margin is not None and (not _is_number(margin) or not math.isfinite(margin) or margin < 0):
+        raise ModelError(f"{where}: metadata pruning.margin is {margin!r:.40}, not a finite number >= 0 or null")
+    top_k = pruning.get("top_k")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+        raise ModelError(f"{where}: metadata pruning.top_k is {top_k!r:.40}, not an integer >= 1")
+    ranges = meta.get("problem_ranges", {})
+    for key in ("b", "m", "n", "k"):
+        pair = ranges.get(key)
+        if key in ranges and not (isinstance(pair, list) and len(pair) == 2
+                                  and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
+                                  and 1 <= pair[0] <= pair[1]):
+            raise ModelError(f"{where}: metadata problem_ranges.{key} is {pair!r:.40}, not [low, high] with "
+                             "1 <= low <= high")
+    for key in ("ops", "dtypes", "kinds"):
+        names = ranges.get(key)
+        if key in ranges and not (isinstance(names, list) and all(isinstance(v, str) for v in names)):
+            raise ModelError(f"{where}: metadata problem_ranges.{key} is {names!r:.40}, not a list of names")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, _NUMBER) and not isinstance(value, bool)
+
+
+def _check_device(device: DeviceInfo, where: str) -> None:
+    """The device numbers the features divide by and compare against: finite and positive (a NaN bandwidth turns
+    every roofline feature into NaN, which the trees send one fixed way; a zero divides by zero)."""
+    for key in ("sm_count", "smem_per_block", "l2_bytes", "mem_bandwidth_gbs"):
+        value = getattr(device, key)
+        if not math.isfinite(value) or value <= 0:
+            raise ModelError(f"{where}: metadata device.{key} is {value!r}, not a finite number > 0")
+    for dtype, value in device.peak_tflops.items():
+        if not math.isfinite(value) or value <= 0:
+            raise ModelError(f"{where}: metadata device.peak_tflops.{dtype} is {value!r}, not a finite number > 0")
 
 
 def _checked_metadata(folder: Path, expect_device: DeviceInfo | None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -228,6 +261,7 @@ def _checked_metadata(folder: Path, expect_device: DeviceInfo | None) -> tuple[d
         device = DeviceInfo.from_metadata(meta)
     except (TypeError, ValueError) as exc:
         raise ModelError(f"{where}: {_one_line(exc)}") from None
+    _check_device(device, where)
     if expect_device is not None and not device.same_gpu(expect_device):
         raise ModelError(f"{where}: model was trained for {device.gpu} (cc {device.cc}); "
                          f"this device is {expect_device.gpu} (cc {expect_device.cc})")
