@@ -107,14 +107,17 @@ def validate_frame(df: pd.DataFrame, source: str = "<frame>") -> pd.DataFrame:
 def _first_bad(df: pd.DataFrame, bad: np.ndarray, column: str, source: str, rule: str) -> None:
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise DatasetError(f"{source}: {column} {df[column].iloc[row]!r} at row {row} ({int(bad.sum())} rows): {rule}")
+        value = df[column].iloc[row]
+        value = value.item() if isinstance(value, np.generic) else value
+        raise DatasetError(f"{source}: {column} {value!r} at row {row} ({int(bad.sum())} rows): {rule}")
 
 
 def _check_bounds(df: pd.DataFrame, source: str) -> None:
     """Values no measurement can produce: a size below 1, a time beyond ``MAX_TIME_US``, a negative count, and
     candidate fields that disagree with the row's candidate key (the features read the fields, the space the key)."""
-    for column in ("b", "m", "n", "k", "align"):
-        _first_bad(df, df[column].to_numpy() < 1, column, source, "sizes and alignments are >= 1")
+    for column in ("b", "m", "n", "k"):
+        _first_bad(df, df[column].to_numpy() < 1, column, source, "sizes are >= 1")
+    _first_bad(df, df["align"].to_numpy() < 0, "align", source, "an alignment is >= 0 (0: not recorded)")
     for column in ("time_us", "time_us_iqr"):
         values = df[column].to_numpy(dtype=np.float64, na_value=np.nan)
         _first_bad(df, (values < 0) | (values > MAX_TIME_US), column, source,
