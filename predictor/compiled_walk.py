@@ -13,8 +13,8 @@ compile with few GEMMs, which would save less than it costs, loses nothing. A ca
 Loading a library runs its code, and its name can be computed by anyone: the cache folder is created 0700, and a
 folder or library that is not owned by this user, or that group or others may write, is never loaded from (the
 walker is then built in a private temporary folder for this process). The sha256 of the built library is kept
-beside it (``.sha256``) and checked on the very bytes that are loaded (through ``/proc/self/fd`` where there is
-one), so a damaged or swapped file is rebuilt once, never loaded.
+beside it (``.sha256``) and checked on the very bytes that are loaded (a private copy of them), so a damaged or
+swapped file is rebuilt once, never loaded.
 Anything that fails (no compiler, a compile error, an unwritable cache, a library that does not load, a forest the
 walker does not support) makes ``compiled_forest`` return False, and ``TextForest`` walks in numpy.
 ``GEMM_PREDICTOR_TREE_WALK=numpy`` forces numpy; ``$CC`` names the compiler (default ``cc``).
@@ -166,39 +166,43 @@ def _compiler() -> str | None:
 
 
 def _open(path: Path) -> Any:
-    """The ctypes library at ``path`` once its owner, mode and sha256 are checked on the bytes that get loaded;
-    ``UnsafeLibrary`` for anything wrong with it (including failing to load or lacking the walker's functions)."""
+    """The ctypes library at ``path`` once its owner, mode and sha256 are checked; ``UnsafeLibrary`` for anything
+    wrong with it (including failing to load or lacking the walker's functions).
+
+    The checked bytes are loaded from a fresh copy of this process's own (a unique name, removed once loaded):
+    nothing can swap the file between the check and the load, and the dynamic loader, which hands back an
+    already loaded library for a name it has seen, always opens the copy."""
     import ctypes
 
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError as exc:
         raise UnsafeLibrary(f"cannot open it ({type(exc).__name__}: {exc})") from None
-    try:
-        st = os.fstat(fd)
+    with open(fd, "rb") as handle:
+        st = os.fstat(handle.fileno())
         why = _unsafe(st, "the library") or (None if stat.S_ISREG(st.st_mode) else "the library is not a file")
         if why:
             raise UnsafeLibrary(why)
-        with open(os.dup(fd), "rb") as handle:
-            digest = hashlib.sha256(handle.read()).hexdigest()
-        try:
-            recorded = _digest_path(path).read_text().strip()
-        except (OSError, UnicodeDecodeError):
-            recorded = None
-        if digest != recorded:
-            raise UnsafeLibrary("its sha256 does not match the one recorded when it was built")
-        # the descriptor pins the checked file: a rename over ``path`` now changes nothing that is loaded
-        pinned = f"/proc/self/fd/{fd}"
-        try:
-            lib = ctypes.CDLL(pinned if os.path.exists(pinned) else str(path))
-            lib.gp_prepare.argtypes = [ctypes.c_void_p]
-            lib.gp_predict.argtypes = [ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 3, ctypes.c_void_p]
-            lib.gp_prepare.restype = lib.gp_predict.restype = ctypes.c_int
-        except Exception as exc:  # noqa: BLE001 -- OSError (not a library), AttributeError (not ours), anything
-            raise UnsafeLibrary(f"it does not load as the walker ({type(exc).__name__}: {exc})") from None
-        return lib
+        data = handle.read()
+    try:
+        recorded = _digest_path(path).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        recorded = None
+    if hashlib.sha256(data).hexdigest() != recorded:
+        raise UnsafeLibrary("its sha256 does not match the one recorded when it was built")
+    copy_fd, copy = tempfile.mkstemp(prefix=path.stem + ".", suffix=".load.tmp.so", dir=path.parent)
+    try:
+        with open(copy_fd, "wb") as handle:
+            handle.write(data)
+        lib = ctypes.CDLL(copy)
+        lib.gp_prepare.argtypes = [ctypes.c_void_p]
+        lib.gp_predict.argtypes = [ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 3, ctypes.c_void_p]
+        lib.gp_prepare.restype = lib.gp_predict.restype = ctypes.c_int
+    except Exception as exc:  # noqa: BLE001 -- OSError (not a library), AttributeError (not ours), anything
+        raise UnsafeLibrary(f"it does not load as the walker ({type(exc).__name__}: {exc})") from None
     finally:
-        os.close(fd)
+        os.unlink(copy)
+    return lib
 
 
 def _load(compiler: str, path: Path, rebuild: bool = True) -> Any:

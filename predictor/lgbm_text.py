@@ -213,15 +213,18 @@ def _numbers(fields: dict[str, str], key: str, integer: bool, path: str | Path, 
     text = fields[key]
     pattern = _INT_LIST if integer else _THRESHOLD_LIST if key == "threshold" else _FLOAT_LIST
     if not pattern.fullmatch(text):
-        raise ModelTextError(f"{path}: {where} {key}: not a list of {'integers' if integer else 'numbers'} "
-                             f"({text[:40]!r})")
+        token_pattern = re.compile(_INT if integer else _THRESHOLD if key == "threshold" else _FLOAT)
+        tokens = text.split(" ")
+        bad = next((i for i, t in enumerate(tokens) if not token_pattern.fullmatch(t)), 0)
+        kind = "an integer" if integer else "a finite number"
+        raise ModelTextError(f"{path}: {where} {key}: value {bad} ({tokens[bad][:30]!r}) is not {kind}")
     try:
         values = np.array(text.split(), dtype=np.int64 if integer else np.float64)
     except OverflowError:
         raise ModelTextError(f"{path}: {where} {key}: an integer out of range") from None
     if not integer and key != "threshold" and not np.isfinite(values).all():
-        raise ModelTextError(f"{path}: {where} {key}: a number that is not finite "
-                             f"({text.split()[int(np.flatnonzero(~np.isfinite(values))[0])][:30]})")
+        bad = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise ModelTextError(f"{path}: {where} {key}: value {bad} ({text.split()[bad][:30]!r}) is not a finite number")
     return values
 
 

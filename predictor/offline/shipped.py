@@ -9,8 +9,9 @@ from ..atomic import OutputError
 
 
 def shipped_model(folder: str | Path) -> Path | None:
-    """The shipped root holding ``folder`` when it is an existing model folder there, else None. Every folder in
-    a shipped root ships (``setup.py`` packages the whole ``models/`` folder)."""
+    """The shipped root holding ``folder`` when it is a shipped model folder there, else None. In a git checkout
+    that is a folder whose ``metadata.json`` git tracks (a model a user trained into ``models/`` is theirs); in an
+    installed package every model folder (the wheel carries them all)."""
     from ..artifacts import METADATA_FILE
     from ..runtime.discovery import shipped_roots
 
@@ -18,9 +19,27 @@ def shipped_model(folder: str | Path) -> Path | None:
     if not (folder / METADATA_FILE).is_file():
         return None
     for root in shipped_roots():
-        if folder.parent == Path(root).resolve():
-            return Path(root)
+        root = Path(root).resolve()
+        if folder.parent == root and _tracked(root, folder / METADATA_FILE):
+            return root
     return None
+
+
+def _tracked(root: Path, path: Path) -> bool:
+    """Whether git tracks ``path`` in the checkout holding ``root``; True where that cannot be asked (no git
+    checkout, no git): a model there is treated as shipped."""
+    import shutil
+    import subprocess
+
+    git = shutil.which("git")
+    if git is None or not (root.parent / ".git").exists():
+        return True
+    try:
+        out = subprocess.run([git, "-C", str(root.parent), "ls-files", "--error-unmatch", "--",
+                              str(path.relative_to(root.parent))], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return True
+    return out.returncode == 0
 
 
 def check_not_shipped(folder: str | Path, force: bool, option: str = "--force") -> None:
