@@ -6,6 +6,10 @@ saved model (``model.lgbm.txt``); this reads its trees into arrays and walks all
 numpy or, for the hook's float32 rows, with the compiled walker of ``predictor.compiled_walk`` where one builds.
 Supported: numerical splits with LightGBM's three missing-value types (what our features produce). A model with
 categorical splits or linear trees is refused with one line.
+
+It is also the gate to LightGBM itself (``check_model_text``): LightGBM's native parser trusts the text it is given
+and crashes the process, or loops forever, on a cut file, a short list or an index out of range, so every model file
+is checked here in full, once at load, before ``lightgbm.Booster`` sees it (``predictor.artifacts``).
 """
 
 from __future__ import annotations
