@@ -2,13 +2,16 @@
 
 Loaders validate columns and ``schema_version`` and refuse a mismatch with a one-line error, so a
 model is never trained or evaluated on rows it misreads. They also refuse rows that cannot be true: a problem
-x candidate measured twice, one ``problem_id`` for two shapes (ids are the hash of the problem fields), a
-non-finite time, a missing required value, parts of one dataset measured on different GPUs.
+x candidate measured twice (also across the files one training reads), one ``problem_id`` for two shapes (ids are
+the hash of the problem fields), a non-finite or implausible time, a size below 1, a negative count, candidate
+fields that disagree with the candidate key, a missing required value, parts of one dataset measured on different
+GPUs.
 
 Files are written with parquet page checksums (CRC32 of every data and dictionary page) and a sha256 of the
 footer's key-value metadata and column list (``footer_sha256``); both are verified on every read, so a flipped
-bit in a label, in the metadata or in a column name is an error, never a silently different dataset. Files
-without them (written by other tools) are read unchecked.
+bit in a label, in the metadata or in a column name is an error, never a silently different dataset. A file
+whose metadata says it is a dataset of ours must carry ``footer_sha256``; files without our metadata (written by
+other tools) are read with their rows checked alone.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .atomic import staged_file
-from .candidate import CANDIDATE_FIELDS
+from .candidate import CANDIDATE_FIELDS, FAMILIES, Candidate
 from .problem import PROBLEM_FIELDS, problem_id
 
 if TYPE_CHECKING:  # imported where used: the hook reads SCHEMA_VERSION and must not pay for pandas and pyarrow
@@ -126,11 +129,9 @@ def _check_bounds(df: pd.DataFrame, source: str) -> None:
     _first_bad(df, reps < 0, "reps", source, "a count of runs is >= 0")
     timed = ((df["status"] == "ok") & (df["collector"] == "bulk")).to_numpy(dtype=bool)
     _first_bad(df, timed & (reps < 1), "reps", source, "an ok bulk measurement comes from >= 1 run")
-    from .candidate import FAMILIES, Candidate
-
-    fields = ["candidate", *CANDIDATE_FIELDS]
     import pyarrow as pa
 
+    fields = ["candidate", *CANDIDATE_FIELDS]
     # the distinct candidates (hundreds, in a million rows), by Arrow's hash grouping
     distinct = pa.Table.from_pandas(df[fields], preserve_index=False).group_by(fields).aggregate([]).to_pandas()
     for row in distinct.itertuples(index=False):

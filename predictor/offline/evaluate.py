@@ -19,8 +19,9 @@ import pandas as pd
 from ..atomic import REPORT, check_output_folder, claim_output
 from ..device import DeviceInfo
 # re-exported: the names callers import from predictor.offline.evaluate
-from .metrics import (BASELINES, FAILED_FLOOR, NonFiniteScores, FAMILY_ORDER, HEADLINE, KS, METRIC_COLUMNS,  # noqa: F401
-                      RANDOM, SIZE_BANDS, SLICE_KINDS, EvaluationError, EvaluationResult, _check_ks,  # noqa: F401
+from .metrics import (BASELINES, FAILED_FLOOR, FAMILY_ORDER, HEADLINE, KS, METRIC_COLUMNS,  # noqa: F401
+                      RANDOM, SIZE_BANDS, SLICE_KINDS, EvaluationError, EvaluationResult, NonFiniteScores,  # noqa: F401
+                      _check_ks,  # noqa: F401
                       evaluate, evaluate_rankers, per_problem_fraction, problem_table,  # noqa: F401
                       pruning_rule_summary, random_expectation, size_band, summarise)  # noqa: F401
 from .plots import plot_family_confusion, plot_fraction_vs_size, plot_oracle_curves  # noqa: F401
