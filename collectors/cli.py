@@ -100,6 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--collect-only", action="store_true", help="collect within the budget, fit nothing")
     c.add_argument("--fit-only", action="store_true", help="fit from the labels already in --parts, collect nothing")
     c.add_argument("--out", default=None, help="model folder to write, e.g. models/h100-default-lgbm")
+    c.add_argument("--force", action="store_true", help="replace --out even when it is a shipped model")
     c.add_argument("--until-minutes", type=float, default=None,
                    help="fit on the problems labelled within this many calibration minutes (default: all)")
     c.add_argument("--method", default="union", choices=("union", "new-only"),
@@ -119,6 +120,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             from predictor.atomic import MODEL, check_output_folder
 
             check_output_folder(args.out, MODEL)
+            from predictor.offline.shipped import check_not_shipped
+
+            check_not_shipped(args.out, args.force)
         if args.workers is not None and args.workers < 1:
             raise ValueError(f"--workers {args.workers}: must be at least 1")
         workers = args.workers if args.workers is not None else max(1, (os.cpu_count() or 2) - 2)
@@ -132,7 +136,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         if args.out:
             from predictor.offline.calibrate_fit import calibrate_fit
 
-            meta = calibrate_fit(args.parts, args.out, args.base_model, args.until_minutes, args.method)
+            meta = calibrate_fit(args.parts, args.out, args.base_model, args.until_minutes, args.method,
+                                 force=args.force)
             print(json.dumps({"model": args.out, **meta["calibration"]}))
         return 0
 

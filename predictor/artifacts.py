@@ -31,7 +31,7 @@ import numpy as np
 from .atomic import MODEL, check_output_folder, staged_folder
 from .device import DeviceInfo
 from .features import FEATURE_NAMES, model_feature_count
-from .lgbm_text import TEXT_FOREST_SIGNS, TextForestRanker, parse_text_forest
+from .lgbm_text import TEXT_FOREST_SIGNS, ModelTextError, TextForestRanker, check_model_text, parse_text_forest
 from .schema import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -106,14 +106,17 @@ def _serialise(ranker) -> tuple[str, bytes]:
     return STATE_FILE, (json.dumps(_jsonable(doc), separators=(",", ":"), allow_nan=False) + "\n").encode()
 
 
-def _deserialise(ranker, model_file: str, payload: bytes):
+def _deserialise(ranker, model_file: str, payload: bytes, path: Path):
     """The ranker with its learned state from the model file's bytes (already checked against the sha256)."""
     if model_file == LGBM_FILE:
-        import lightgbm as lgb
-
         if not hasattr(ranker, "_set_booster"):
             raise TypeError(f"ranker {ranker.name!r} does not take a LightGBM model")
-        return ranker._set_booster(lgb.Booster(model_str=payload.decode()))
+        # LightGBM's native parser trusts the text (a cut file, a short list or an index out of range crashes the
+        # process or loops forever): only text our own parser has checked in full reaches it
+        check_model_text(payload, path)
+        import lightgbm as lgb
+
+        return ranker._set_booster(lgb.Booster(model_str=payload.decode("ascii")))
     doc = json.loads(payload.decode())
     if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
         raise ValueError(f"not a {STATE_FORMAT} document")
@@ -170,7 +173,7 @@ def read_metadata(folder: str | Path) -> dict[str, Any]:
         raise ModelError(f"{folder}: no model here ({METADATA_FILE} missing)")
     try:
         meta = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # RecursionError: deep nesting
         raise ModelError(f"{path}: unreadable ({_one_line(exc)})") from None
     if not isinstance(meta, dict):
         raise ModelError(f"{path}: not a JSON object")
@@ -199,9 +202,42 @@ def _check_types(meta: dict[str, Any], where: str) -> None:
     groups = meta.get("split", {}).get("test_groups")
     if groups is not None and not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
         raise ModelError(f"{where}: metadata split.test_groups must be a list of group names")
-    margin = (meta.get("pruning") or {}).get("margin")
-    if margin is not None and (isinstance(margin, bool) or not isinstance(margin, _NUMBER)):
-        raise ModelError(f"{where}: metadata pruning.margin is {margin!r:.40}, not a number or null")
+    pruning = meta.get("pruning") or {}
+    margin = pruning.get("margin")
+    # a NaN margin keeps nothing within it and a negative one drops every Triton choice: both prune to cuBLAS alone
+    if margin is not None and (not _is_number(margin) or not math.isfinite(margin) or margin < 0):
+        raise ModelError(f"{where}: metadata pruning.margin is {margin!r:.40}, not a finite number >= 0 or null")
+    top_k = pruning.get("top_k")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+        raise ModelError(f"{where}: metadata pruning.top_k is {top_k!r:.40}, not an integer >= 1")
+    ranges = meta.get("problem_ranges", {})
+    for key in ("b", "m", "n", "k"):
+        pair = ranges.get(key)
+        if key in ranges and not (isinstance(pair, list) and len(pair) == 2
+                                  and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
+                                  and 1 <= pair[0] <= pair[1]):
+            raise ModelError(f"{where}: metadata problem_ranges.{key} is {pair!r:.40}, not [low, high] with "
+                             "1 <= low <= high")
+    for key in ("ops", "dtypes", "kinds"):
+        names = ranges.get(key)
+        if key in ranges and not (isinstance(names, list) and all(isinstance(v, str) for v in names)):
+            raise ModelError(f"{where}: metadata problem_ranges.{key} is {names!r:.40}, not a list of names")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, _NUMBER) and not isinstance(value, bool)
+
+
+def _check_device(device: DeviceInfo, where: str) -> None:
+    """The device numbers the features divide by and compare against: finite and positive (a NaN bandwidth turns
+    every roofline feature into NaN, which the trees send one fixed way; a zero divides by zero)."""
+    for key in ("sm_count", "smem_per_block", "l2_bytes", "mem_bandwidth_gbs"):
+        value = getattr(device, key)
+        if not math.isfinite(value) or value <= 0:
+            raise ModelError(f"{where}: metadata device.{key} is {value!r}, not a finite number > 0")
+    for dtype, value in device.peak_tflops.items():
+        if not math.isfinite(value) or value <= 0:
+            raise ModelError(f"{where}: metadata device.peak_tflops.{dtype} is {value!r}, not a finite number > 0")
 
 
 def _checked_metadata(folder: Path, expect_device: DeviceInfo | None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -225,6 +261,7 @@ def _checked_metadata(folder: Path, expect_device: DeviceInfo | None) -> tuple[d
         device = DeviceInfo.from_metadata(meta)
     except (TypeError, ValueError) as exc:
         raise ModelError(f"{where}: {_one_line(exc)}") from None
+    _check_device(device, where)
     if expect_device is not None and not device.same_gpu(expect_device):
         raise ModelError(f"{where}: model was trained for {device.gpu} (cc {device.cc}); "
                          f"this device is {expect_device.gpu} (cc {expect_device.cc})")
@@ -269,7 +306,9 @@ def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
         raise ModelError(f"{folder}: {_one_line(exc)}") from None
     model_file, payload = _verified_model_file(folder, meta)
     try:
-        ranker = _deserialise(ranker, model_file, payload)
+        ranker = _deserialise(ranker, model_file, payload, folder / model_file)
+    except ModelTextError as exc:  # names the file and the first bad field already
+        raise ModelError(str(exc)) from None
     except Exception as exc:  # anything the model libraries raise on a bad file, as one line
         raise ModelError(f"{folder / model_file}: cannot load ({_one_line(exc)})") from None
 
@@ -299,7 +338,9 @@ def load_runtime_model(folder: str | Path, expect_device: DeviceInfo | None = No
         return load_model(folder, expect_device)
     model_file, payload = _verified_model_file(folder, meta)
     try:
-        ranker = TextForestRanker(name, parse_text_forest(payload.decode(), model_file))
+        ranker = TextForestRanker(name, parse_text_forest(payload, folder / model_file))
+    except ModelTextError as exc:  # names the file and the first bad field already
+        raise ModelError(str(exc)) from None
     except Exception as exc:  # a file this reader cannot parse, as one line
         raise ModelError(f"{folder / model_file}: cannot load ({_one_line(exc)})") from None
     return ranker, meta

@@ -34,6 +34,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                         "has them, else its default rows)")
     p.add_argument("--ranker", default="lgbm")
     p.add_argument("--out", required=True, help="model folder, e.g. models/<name>")
+    p.add_argument("--force", action="store_true", help="replace --out even when it is a shipped model")
     p.add_argument("--space", default="default", choices=("default", "exhaustive"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--test-fraction", type=float, default=0.25)
@@ -58,7 +59,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                 raise ValueError(f"--holdout-from {args.holdout_from}: its metadata records no split.test_groups")
         result = train(args.dataset, args.ranker, args.out, seed=args.seed, space=args.space,
                        test_fraction=args.test_fraction, refit_all=args.refit_all,
-                       params={"learn_failures": True} if args.learn_failures else None, holdout_groups=holdout)
+                       params={"learn_failures": True} if args.learn_failures else None, holdout_groups=holdout,
+                       force=args.force)
         _print_metrics(result.get("metrics", result))
         return 0
 

@@ -6,17 +6,22 @@ saved model (``model.lgbm.txt``); this reads its trees into arrays and walks all
 numpy or, for the hook's float32 rows, with the compiled walker of ``predictor.compiled_walk`` where one builds.
 Supported: numerical splits with LightGBM's three missing-value types (what our features produce). A model with
 categorical splits or linear trees is refused with one line.
+
+It is also the gate to LightGBM itself (``check_model_text``): LightGBM's native parser trusts the text it is given
+and crashes the process, or loops forever, on a cut file, a short list or an index out of range, so every model file
+is checked here in full, once at load, before ``lightgbm.Booster`` sees it (``predictor.artifacts``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .compiled_walk import compiled_forest
+from .compiled_walk import CompiledForest, compiled_forest
 from .features import feature_matrix, model_feature_count
 
 if TYPE_CHECKING:
@@ -91,7 +96,7 @@ class TextForest:
         if single:
             # None until the walker is built (asked again next call); two threads may both make it: the same arrays
             if self._compiled is None:
-                object.__setattr__(self, "_compiled", compiled_forest(self))
+                object.__setattr__(self, "_compiled", self.compiled())
             scores = self._compiled.predict(X) if self._compiled else None
             if scores is not None:
                 return scores
@@ -106,6 +111,13 @@ class TextForest:
             return self._walk(X, roots, children, threshold, plain)
         return np.concatenate([self._walk(X[i:i + _CHUNK_ROWS], roots, children, threshold, plain)
                                for i in range(0, len(X), _CHUNK_ROWS)])
+
+    def compiled(self, wait: bool = False) -> CompiledForest | bool | None:
+        """This forest for the compiled walker (``predictor.compiled_walk.compiled_forest``): None while it is being
+        built, False where there is none (or it cannot walk these trees)."""
+        return compiled_forest(width=self.width, split_nodes=self.split_nodes, features=len(self.feature_names),
+                               roots=self.roots, children=self.children, feature=self.feature,
+                               threshold32=self._threshold32[::2], value=self.value, wait=wait)
 
     def _specialise(self, X: np.ndarray, threshold: np.ndarray, plain: bool) -> tuple[np.ndarray, np.ndarray]:
         """Roots and children with every split on a feature constant over ``X``'s rows decided and jumped over."""
@@ -164,58 +176,207 @@ class TextForest:
         return np.where(use_default, ~self.default_left2.take(state), value > self.threshold2.take(state))
 
 
-def _ints(text: str) -> np.ndarray:
-    return np.array(text.split(), dtype=np.int64)
+class ModelTextError(ValueError):
+    """A LightGBM text model this reader refuses: one line naming the file and the first bad field."""
 
 
-def _floats(text: str) -> np.ndarray:
-    return np.array(text.split(), dtype=np.float64)
+# Every number in a model is written by LightGBM's own printer: plain decimals, never nan/inf, underscores or hex.
+_INT = r"[-+]?\d+"
+_FLOAT = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_INT_LIST = re.compile(rf"(?:{_INT}(?: {_INT})*)?")
+_FLOAT_LIST = re.compile(rf"(?:{_FLOAT}(?: {_FLOAT})*)?")
+# a split's threshold may be infinite: LightGBM writes "inf" where every number goes one way and NaN the other
+_THRESHOLD = rf"(?:{_FLOAT}|-?inf)"
+_THRESHOLD_LIST = re.compile(rf"(?:{_THRESHOLD}(?: {_THRESHOLD})*)?")
+_MAX_LEAVES = 1 << 17  # LightGBM's own num_leaves limit
+# per-tree lists: (key, per leaf or per split, integers, required)
+_TREE_LISTS = (
+    ("split_feature", "node", True, True), ("split_gain", "node", False, True), ("threshold", "node", False, True),
+    ("decision_type", "node", True, True), ("left_child", "node", True, True), ("right_child", "node", True, True),
+    ("leaf_value", "leaf", False, True), ("leaf_weight", "leaf", False, False), ("leaf_count", "leaf", True, False),
+    ("internal_value", "node", False, False), ("internal_weight", "node", False, False),
+    ("internal_count", "node", True, False),
+)
+_TRAILER_LINE = re.compile(r"|feature_importances:|[A-Za-z0-9_]+=\d+|parameters:|\[[A-Za-z0-9_]+: [^\]\n]*\]|"
+                           r"end of parameters|pandas_categorical:null")
+
+
+def _key_values(lines: list[str], path: str | Path, where: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in lines:
+        if not line:
+            continue
+        key, eq, value = line.partition("=")
+        if not eq or not re.fullmatch(r"[a-z_]+", key) or key in out:
+            raise ModelTextError(f"{path}: {where}: line {line[:40]!r} is not a new key=value")
+        out[key] = value
+    return out
+
+
+def _numbers(fields: dict[str, str], key: str, integer: bool, path: str | Path, where: str) -> np.ndarray:
+    text = fields[key]
+    pattern = _INT_LIST if integer else _THRESHOLD_LIST if key == "threshold" else _FLOAT_LIST
+    if not pattern.fullmatch(text):
+        token_pattern = re.compile(_INT if integer else _THRESHOLD if key == "threshold" else _FLOAT)
+        tokens = text.split(" ")
+        bad = next((i for i, t in enumerate(tokens) if not token_pattern.fullmatch(t)), 0)
+        kind = "an integer" if integer else "a finite number"
+        raise ModelTextError(f"{path}: {where} {key}: value {bad} ({tokens[bad][:30]!r}) is not {kind}")
+    try:
+        values = np.array(text.split(), dtype=np.int64 if integer else np.float64)
+    except OverflowError:
+        raise ModelTextError(f"{path}: {where} {key}: an integer out of range") from None
+    if not integer and key != "threshold" and not np.isfinite(values).all():
+        bad = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise ModelTextError(f"{path}: {where} {key}: value {bad} ({text.split()[bad][:30]!r}) is not a finite number")
+    return values
+
+
+def _header_int(fields: dict[str, str], key: str, path: str | Path) -> int:
+    value = fields.get(key)
+    if value is None or not re.fullmatch(_INT, value):
+        raise ModelTextError(f"{path}: header {key}: {value!r:.40} is not an integer")
+    return int(value)
+
+
+def _check_tree(fields: dict[str, str], index: int, n_features: int, path: str | Path) -> dict[str, np.ndarray]:
+    """One tree's lists after checking their lengths, values and shape (a tree: every split and leaf reached once
+    from the root): what LightGBM's native parser would read past the end of, or walk forever."""
+    where = f"Tree={index}"
+    n_leaves = _header_int(fields, "num_leaves", f"{path}: {where}")
+    if not 1 <= n_leaves <= _MAX_LEAVES:
+        raise ModelTextError(f"{path}: {where} num_leaves: {n_leaves} is not in 1..{_MAX_LEAVES}")
+    if fields.get("num_cat", "0") != "0":
+        raise ModelTextError(f"{path}: {where} num_cat: categorical splits are not supported")
+    if fields.get("is_linear", "0") != "0":
+        raise ModelTextError(f"{path}: {where} is_linear: linear trees are not supported")
+    if "shrinkage" in fields:
+        _numbers(fields, "shrinkage", False, path, where)
+    nodes = n_leaves - 1
+    out: dict[str, np.ndarray] = {}
+    for key, per, integer, required in _TREE_LISTS:
+        if key not in fields:
+            if required and (per == "leaf" or nodes):
+                raise ModelTextError(f"{path}: {where} {key}: missing")
+            continue
+        values = _numbers(fields, key, integer, path, where)
+        expected = n_leaves if per == "leaf" else nodes
+        # LightGBM writes a one-leaf tree's leaf_weight empty
+        if len(values) != expected and not (n_leaves == 1 and not required and not len(values)):
+            raise ModelTextError(f"{path}: {where} {key}: {len(values)} values, num_leaves={n_leaves} means {expected}")
+        out[key] = values
+    if not nodes:
+        return out
+    decision = out["decision_type"]
+    if ((decision & ~0b1111) != 0).any() or (((decision >> _MISSING_SHIFT) & 3) == 3).any():
+        raise ModelTextError(f"{path}: {where} decision_type: a value LightGBM never writes")
+    if (decision & _CATEGORICAL).any():
+        raise ModelTextError(f"{path}: {where} decision_type: categorical splits are not supported")
+    feature = out["split_feature"]
+    if ((feature < 0) | (feature >= n_features)).any():
+        raise ModelTextError(f"{path}: {where} split_feature: a tree refers to a feature it does not have "
+                             f"(features 0..{n_features - 1})")
+    children = np.stack([out["left_child"], out["right_child"]], axis=1)
+    for key, side in (("left_child", 0), ("right_child", 1)):
+        if ((children[:, side] < -n_leaves) | (children[:, side] >= nodes)).any():
+            raise ModelTextError(f"{path}: {where} {key}: a tree refers to a node or leaf it does not have")
+    # a tree: from the root, every split and every leaf is reached exactly once (no cycle, nothing shared or lost)
+    seen_nodes, seen_leaves, frontier = np.zeros(nodes, bool), np.zeros(n_leaves, bool), [0]
+    seen_nodes[0] = True
+    while frontier:
+        node = frontier.pop()
+        for child in children[node]:
+            seen = seen_nodes if child >= 0 else seen_leaves
+            slot = child if child >= 0 else ~child
+            if seen[slot]:
+                raise ModelTextError(f"{path}: {where} left_child/right_child: not a tree (a cycle or a shared child)")
+            seen[slot] = True
+            if child >= 0:
+                frontier.append(int(child))
+    if not (seen_nodes.all() and seen_leaves.all()):
+        raise ModelTextError(f"{path}: {where} left_child/right_child: not a tree (a split or leaf is never reached)")
+    return out
+
+
+def check_model_text(payload: bytes | str, path: str | Path = "<text>") -> tuple[dict[str, str], list[dict]]:
+    """``(header, trees)`` of a LightGBM text model after checking everything LightGBM's native parser trusts:
+    ``tree_sizes`` against the text (it cuts the trees out by those byte counts), every count and list length,
+    every index in range, every number finite. Nothing may reach ``lightgbm.Booster`` before this has passed: its
+    parser crashes the process (or loops forever) on a cut file, a short list or an index out of range. A refused
+    file is a ``ModelTextError`` naming ``path`` and the first bad field."""
+    if isinstance(payload, bytes):
+        try:
+            text = payload.decode("ascii")
+        except UnicodeDecodeError as exc:
+            raise ModelTextError(f"{path}: not a LightGBM text model (a byte that is not ASCII at {exc.start})") from None
+    else:
+        text = payload
+        if not text.isascii():
+            raise ModelTextError(f"{path}: not a LightGBM text model (a character that is not ASCII)")
+    start = text.find("\nTree=")
+    if not text.startswith("tree\n") or start < 0:
+        raise ModelTextError(f"{path}: not a LightGBM text model (no 'tree' first line or no trees)")
+    header = _key_values(text[:start].splitlines()[1:], path, "header")
+    for key in ("version", "feature_names", "tree_sizes", "max_feature_idx"):
+        if key not in header:
+            raise ModelTextError(f"{path}: header {key}: missing")
+    if header["version"] != "v4":
+        raise ModelTextError(f"{path}: header version: {header['version']!r:.20}, this reader reads v4")
+    if _header_int(header, "num_class", path) != 1 or _header_int(header, "num_tree_per_iteration", path) != 1:
+        raise ModelTextError(f"{path}: header num_class: multi-class LightGBM models are not supported")
+    names = header["feature_names"].split()
+    if not names or _header_int(header, "max_feature_idx", path) != len(names) - 1:
+        raise ModelTextError(f"{path}: header max_feature_idx: {header['max_feature_idx']!r:.20} does not match "
+                             f"{len(names)} feature_names")
+    if "feature_infos" in header and len(header["feature_infos"].split()) != len(names):
+        raise ModelTextError(f"{path}: header feature_infos: {len(header['feature_infos'].split())} entries for "
+                             f"{len(names)} features")
+    if not re.fullmatch(r"[a-z_]+(?: [a-z_]+:[-+0-9.eE]+)*", header.get("objective", "regression")):
+        raise ModelTextError(f"{path}: header objective: {header['objective']!r:.40} is not an objective")
+    sizes = _numbers(header, "tree_sizes", True, path, "header")
+    if not len(sizes) or (sizes <= 0).any():
+        raise ModelTextError(f"{path}: header tree_sizes: empty or not positive")
+    # LightGBM cuts tree i out of the text at the byte offsets tree_sizes gives, from the first "Tree=" line
+    trees, offset = [], start + 1
+    for i, size in enumerate(sizes.tolist()):
+        block = text[offset:offset + size]
+        if len(block) != size or not block.startswith(f"Tree={i}\n") or "\nTree=" in block.rstrip("\n"):
+            raise ModelTextError(f"{path}: header tree_sizes: entry {i} ({size} bytes) does not match the text of "
+                                 f"Tree={i}")
+        lines = block.splitlines()[1:]
+        trees.append(_check_tree(_key_values(lines, path, f"Tree={i}"), i, len(names), path))
+        offset += size
+    if not text.startswith("end of trees\n", offset) and text[offset:].rstrip("\n") != "end of trees":
+        raise ModelTextError(f"{path}: header tree_sizes: {len(sizes)} trees, then no 'end of trees' "
+                             "(a cut file or more trees than tree_sizes lists)")
+    for line in text[offset:].splitlines()[1:]:
+        if not _TRAILER_LINE.fullmatch(line):
+            raise ModelTextError(f"{path}: after the trees: line {line[:40]!r} is not one LightGBM writes")
+    return header, trees
 
 
 def load_text_forest(path: str | Path) -> TextForest:
-    """Parse ``model.lgbm.txt``; a ValueError naming the file for anything this reader does not support."""
-    return parse_text_forest(Path(path).read_text(), path)
+    """Parse ``model.lgbm.txt``; a ModelTextError naming the file for anything this reader does not support."""
+    return parse_text_forest(Path(path).read_bytes(), path)
 
 
-def parse_text_forest(text: str, path: str | Path = "<text>") -> TextForest:
-    """Parse the text of a LightGBM model (``path`` only names it in errors)."""
-    header, _, body = text.partition("\nTree=")
-    fields = dict(line.split("=", 1) for line in header.splitlines() if "=" in line)
-    if "feature_names" not in fields or not body:
-        raise ValueError(f"{path}: not a LightGBM text model (no feature_names or no trees)")
-    if fields.get("num_class", "1") != "1" or fields.get("num_tree_per_iteration", "1") != "1":
-        raise ValueError(f"{path}: multi-class LightGBM models are not supported")
-    trees = []
-    for block in ("Tree=" + body).split("\nTree=")[0:]:
-        block = block.split("end of trees")[0]
-        tree = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
-        if "leaf_value" not in tree:
-            continue
-        if int(tree.get("num_cat", "0")) or tree.get("is_linear", "0") != "0":
-            raise ValueError(f"{path}: categorical splits or linear trees are not supported")
-        trees.append(tree)
-    if not trees:
-        raise ValueError(f"{path}: no trees")
-    nodes = max(int(t["num_leaves"]) - 1 for t in trees) or 1
-    leaves = max(int(t["num_leaves"]) for t in trees)
+def parse_text_forest(text: str | bytes, path: str | Path = "<text>") -> TextForest:
+    """The forest of a LightGBM text model, checked by ``check_model_text`` (``path`` only names it in errors)."""
+    header, trees = check_model_text(text, path)
+    nodes = max(len(t["leaf_value"]) - 1 for t in trees) or 1
+    leaves = max(len(t["leaf_value"]) for t in trees)
 
-    def pad(key: str, width: int, parse, fill) -> np.ndarray:
-        out = np.full((len(trees), width), fill, dtype=parse("0").dtype)
+    def pad(key: str, width: int, dtype, fill) -> np.ndarray:
+        out = np.full((len(trees), width), fill, dtype=dtype)
         for i, t in enumerate(trees):
-            values = parse(t[key]) if key in t else parse("")
-            out[i, :len(values)] = values
+            if key in t:
+                out[i, :len(t[key])] = t[key]
         return out
 
-    decision = pad("decision_type", nodes, _ints, 0)
-    left, right = pad("left_child", nodes, _ints, -1), pad("right_child", nodes, _ints, -1)
-    if (decision & _CATEGORICAL).any():
-        raise ValueError(f"{path}: categorical splits are not supported")
-    n_leaves = np.array([int(t["num_leaves"]) for t in trees])
-    split_feature = pad("split_feature", nodes, _ints, 0)
-    n_features = len(fields["feature_names"].split())
-    if ((left < -n_leaves[:, None]) | (left >= nodes) | (right < -n_leaves[:, None]) | (right >= nodes)).any() or (
-            (split_feature < 0) | (split_feature >= n_features)).any():
-        raise ValueError(f"{path}: a tree refers to a node, leaf or feature it does not have")
+    decision = pad("decision_type", nodes, np.int64, 0)
+    left, right = pad("left_child", nodes, np.int64, -1), pad("right_child", nodes, np.int64, -1)
+    n_leaves = np.array([len(t["leaf_value"]) for t in trees])
+    split_feature = pad("split_feature", nodes, np.int64, 0)
 
     width = nodes + leaves
     first = (np.arange(len(trees)) * width)[:, None]  # each tree's first slot
@@ -230,19 +391,17 @@ def parse_text_forest(text: str, path: str | Path = "<text>") -> TextForest:
         return out.ravel()
 
     value = np.zeros((len(trees), width))
-    value[:, nodes:] = pad("leaf_value", leaves, _floats, 0.0)
+    value[:, nodes:] = pad("leaf_value", leaves, np.float64, 0.0)
     single_leaf = n_leaves == 1
     roots = np.where(single_leaf, first[:, 0] + nodes, first[:, 0])
     depth, frontier, flat_children = 0, roots[~single_leaf], children.reshape(-1, 2)
-    while len(frontier):  # breadth first: the longest path; more levels than split nodes means a cycle
+    while len(frontier):  # breadth first: the longest path (check_model_text has ruled out cycles)
         depth += 1
-        if depth > nodes:
-            raise ValueError(f"{path}: a tree is not a tree (a cycle)")
         frontier = np.unique(flat_children[frontier])
         frontier = frontier[frontier % width < nodes]
     return TextForest(
-        feature_names=tuple(fields["feature_names"].split()), width=width, split_nodes=nodes, roots=roots,
-        feature=slots(split_feature, 0), threshold=slots(pad("threshold", nodes, _floats, 0.0), np.inf),
+        feature_names=tuple(header["feature_names"].split()), width=width, split_nodes=nodes, roots=roots,
+        feature=slots(split_feature, 0), threshold=slots(pad("threshold", nodes, np.float64, 0.0), np.inf),
         missing=slots((decision >> _MISSING_SHIFT) & 3, 0), default_left=slots((decision & _DEFAULT_LEFT) != 0, False),
         children=children.ravel(), value=value.ravel(), depth=depth)
 

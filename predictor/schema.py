@@ -2,13 +2,16 @@
 
 Loaders validate columns and ``schema_version`` and refuse a mismatch with a one-line error, so a
 model is never trained or evaluated on rows it misreads. They also refuse rows that cannot be true: a problem
-x candidate measured twice, one ``problem_id`` for two shapes (ids are the hash of the problem fields), a
-non-finite time, a missing required value, parts of one dataset measured on different GPUs.
+x candidate measured twice (also across the files one training reads), one ``problem_id`` for two shapes (ids are
+the hash of the problem fields), a non-finite or implausible time, a size below 1, a negative count, candidate
+fields that disagree with the candidate key, a missing required value, parts of one dataset measured on different
+GPUs.
 
 Files are written with parquet page checksums (CRC32 of every data and dictionary page) and a sha256 of the
 footer's key-value metadata and column list (``footer_sha256``); both are verified on every read, so a flipped
-bit in a label, in the metadata or in a column name is an error, never a silently different dataset. Files
-without them (written by other tools) are read unchecked.
+bit in a label, in the metadata or in a column name is an error, never a silently different dataset. A file
+whose metadata says it is a dataset of ours must carry ``footer_sha256``; files without our metadata (written by
+other tools) are read with their rows checked alone.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .atomic import staged_file
-from .candidate import CANDIDATE_FIELDS
+from .candidate import CANDIDATE_FIELDS, FAMILIES, Candidate
 from .problem import PROBLEM_FIELDS, problem_id
 
 if TYPE_CHECKING:  # imported where used: the hook reads SCHEMA_VERSION and must not pay for pandas and pyarrow
@@ -56,6 +59,8 @@ NULLABLE = ("time_us", "time_us_iqr", "inductor_bench_us", "compile_s", "hint", 
 ROW_KEY = ("problem_id", "candidate")
 ROW_KEY_OPTIONAL = ("collector", "space", "hint")
 FOOTER_DIGEST = "footer_sha256"
+# The longest time a row may hold: no GEMM kernel runs for a minute; a larger number is a unit or encoding error.
+MAX_TIME_US = 6e7
 
 assert set(PROBLEM_FIELDS) <= set(COLUMNS) and set(CANDIDATE_FIELDS) <= set(COLUMNS)
 
@@ -96,9 +101,54 @@ def validate_frame(df: pd.DataFrame, source: str = "<frame>") -> pd.DataFrame:
         raise DatasetError(f"{source}: infinite time_us or time_us_iqr (a failed measurement has status != ok and no time)")
     if (np.isnan(time_us[ok]) | (time_us[ok] <= 0)).any():
         raise DatasetError(f"{source}: rows with status ok must have a positive time_us")
+    _check_bounds(df, source)
     _check_problems(df, source)
-    _check_unique_rows(df, source)
+    check_unique_rows(df, source)
     return df
+
+
+def _first_bad(df: pd.DataFrame, bad: np.ndarray, column: str, source: str, rule: str) -> None:
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        value = df[column].iloc[row]
+        value = value.item() if isinstance(value, np.generic) else value
+        raise DatasetError(f"{source}: {column} {value!r} at row {row} ({int(bad.sum())} rows): {rule}")
+
+
+def _check_bounds(df: pd.DataFrame, source: str) -> None:
+    """Values no measurement can produce: a size below 1, a time beyond ``MAX_TIME_US``, a negative count, and
+    candidate fields that disagree with the row's candidate key (the features read the fields, the space the key)."""
+    for column in ("b", "m", "n", "k"):
+        _first_bad(df, df[column].to_numpy() < 1, column, source, "sizes are >= 1")
+    _first_bad(df, df["align"].to_numpy() < 0, "align", source, "an alignment is >= 0 (0: not recorded)")
+    for column in ("time_us", "time_us_iqr"):
+        values = df[column].to_numpy(dtype=np.float64, na_value=np.nan)
+        _first_bad(df, (values < 0) | (values > MAX_TIME_US), column, source,
+                   f"times lie in [0, {MAX_TIME_US:.0e}] us (a GEMM kernel, not a minute)")
+    reps = df["reps"].to_numpy()
+    _first_bad(df, reps < 0, "reps", source, "a count of runs is >= 0")
+    timed = ((df["status"] == "ok") & (df["collector"] == "bulk")).to_numpy(dtype=bool)
+    _first_bad(df, timed & (reps < 1), "reps", source, "an ok bulk measurement comes from >= 1 run")
+    import pyarrow as pa
+
+    fields = ["candidate", *CANDIDATE_FIELDS]
+    # the distinct candidates (hundreds, in a million rows), by Arrow's hash grouping
+    distinct = pa.Table.from_pandas(df[fields], preserve_index=False).group_by(fields).aggregate([]).to_pandas()
+    for row in distinct.itertuples(index=False):
+        values = dict(zip(fields, row))
+        try:
+            if values["family"] not in FAMILIES:
+                raise ValueError(f"unknown family {values['family']!r}")
+            candidate = Candidate(**{f: values[f] for f in CANDIDATE_FIELDS})
+            numbers = [values[f] for f in ("block_m", "block_n", "block_k", "num_stages", "num_warps", "group_m")]
+            if candidate.is_triton and min(numbers) < 1:
+                raise ValueError("a Triton candidate's blocks, stages, warps and group are >= 1")
+            if values["family"] == "decompose_k" and values["k_split"] < 2:
+                raise ValueError("a decompose_k candidate splits k in >= 2")
+            if candidate.key != values["candidate"]:
+                raise ValueError(f"its fields make {candidate.key!r}")
+        except (TypeError, ValueError) as exc:
+            raise DatasetError(f"{source}: candidate {values['candidate']!r}: {exc}") from None
 
 
 def _check_problems(df: pd.DataFrame, source: str) -> None:
@@ -126,7 +176,8 @@ def _check_problems(df: pd.DataFrame, source: str) -> None:
                                f"n={row[4]} k={row[5]} {row[6]} ...: expected {expected})")
 
 
-def _check_unique_rows(df: pd.DataFrame, source: str) -> None:
+def check_unique_rows(df: pd.DataFrame, source: str) -> None:
+    """Each problem x candidate once (per collector, space and hint): also for rows merged from several files."""
     key = [*ROW_KEY, *(c for c in ROW_KEY_OPTIONAL if c in df.columns)]
     dup = df.duplicated(key)
     if dup.any():
@@ -177,6 +228,10 @@ def _checked_schema(path: Path, num_rows: int | None = None) -> pa.Schema:
         raise DatasetError(f"{path}: corrupt: {rows} rows read, its footer says {footer.num_rows}")
     recorded = {v for v in (raw.get(FOOTER_DIGEST.encode()), (footer.metadata or {}).get(FOOTER_DIGEST.encode()))
                 if v is not None}
+    if not recorded and b"schema_version" in raw and b"device" in raw:
+        # a dataset of ours always carries it (write_parquet): without it nothing below notices a changed byte
+        raise DatasetError(f"{path}: its metadata says it is a gemm-predictor dataset but it carries no {FOOTER_DIGEST}; "
+                           "rewrite it with predictor.schema.write_dataset")
     if recorded and any(json.loads(v) != _footer_digest(raw, schema, rows) for v in recorded):
         raise DatasetError(f"{path}: corrupt: its metadata, columns or row count do not match the recorded {FOOTER_DIGEST}")
     return schema

@@ -11,6 +11,7 @@ import pytest
 
 from predictor import lgbm_text
 from predictor.lgbm_text import load_text_forest
+from predictor.testing.model_text import with_tree_sizes
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -70,12 +71,12 @@ def test_malformed_trees_are_refused(tmp_path):
     head, _, rest = text.partition("\nTree=0\n")
     tree0, _, tail = rest.partition("\nTree=1\n")
     fields = dict(line.split("=", 1) for line in tree0.splitlines() if "=" in line)
-    for key, change, needle in (("left_child", lambda v: "0 " + v.split(" ", 1)[1], "cycle"),
+    for key, change, needle in (("left_child", lambda v: "0 " + v.split(" ", 1)[1], "not a tree"),
                                 ("right_child", lambda v: "99 " + v.split(" ", 1)[1], "does not have"),
                                 ("split_feature", lambda v: "999 " + v.split(" ", 1)[1], "does not have")):
         bad = tree0.replace(f"{key}={fields[key]}", f"{key}={change(fields[key])}")
         path = tmp_path / f"{key}.txt"
-        path.write_text(f"{head}\nTree=0\n{bad}\nTree=1\n{tail}")
+        path.write_text(with_tree_sizes(f"{head}\nTree=0\n{bad}\nTree=1\n{tail}"))
         with pytest.raises(ValueError, match=needle):
             load_text_forest(path)
 
@@ -154,8 +155,9 @@ def _forests(tmp_path):
         booster.save_model(str(path))
         out.append((name, load_text_forest(path), lambda Z, b=booster: b.predict(Z)))
     deep = (tmp_path / "deep.txt").read_text()
-    leaf = "Tree=99\nnum_leaves=1\nnum_cat=0\nleaf_value=0.25\nis_linear=0\nshrinkage=1\n\n\n"
-    out.append(("deep + one leaf", lgbm_text.parse_text_forest(deep.replace("end of trees", leaf + "end of trees")),
+    leaf = "Tree=30\nnum_leaves=1\nnum_cat=0\nleaf_value=0.25\nis_linear=0\nshrinkage=1\n\n\n"
+    out.append(("deep + one leaf",
+                lgbm_text.parse_text_forest(with_tree_sizes(deep.replace("end of trees", leaf + "end of trees"))),
                 lambda Z, f=out[1][2]: f(Z) + 0.25))
     return X, out
 

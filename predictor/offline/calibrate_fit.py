@@ -93,14 +93,17 @@ def new_gpu_rows(parts: str | Path, minutes: float | None) -> tuple[pd.DataFrame
 
 
 def calibrate_fit(parts: str | Path, out: str | Path, base_model: str | Path, minutes: float | None = None,
-                  method: str = "union", seed: int = 0) -> dict[str, Any]:
-    """Fit and save a model folder for the GPU the calibration parts were measured on; returns its metadata."""
+                  method: str = "union", seed: int = 0, force: bool = False) -> dict[str, Any]:
+    """Fit and save a model folder for the GPU the calibration parts were measured on; returns its metadata.
+    A shipped model folder is replaced only with ``force``."""
     from ..artifacts import save_model
     from ..atomic import MODEL, check_output_folder, claim_output
     from ..spaces.configs import space_metadata
+    from .shipped import check_not_shipped
     from .train import _problem_ranges
 
     out = check_output_folder(out, MODEL)
+    check_not_shipped(out, force)
     started = time.perf_counter()
     new_rows, new_device, labelled = new_gpu_rows(parts, minutes)
     base_rows, base_device, held_out = base_training_rows(base_model)

@@ -20,7 +20,8 @@ from ..atomic import REPORT, check_output_folder, claim_output
 from ..device import DeviceInfo
 # re-exported: the names callers import from predictor.offline.evaluate
 from .metrics import (BASELINES, FAILED_FLOOR, FAMILY_ORDER, HEADLINE, KS, METRIC_COLUMNS,  # noqa: F401
-                      RANDOM, SIZE_BANDS, SLICE_KINDS, EvaluationError, EvaluationResult, _check_ks,  # noqa: F401
+                      RANDOM, SIZE_BANDS, SLICE_KINDS, EvaluationError, EvaluationResult, NonFiniteScores,  # noqa: F401
+                      _check_ks,  # noqa: F401
                       evaluate, evaluate_rankers, per_problem_fraction, problem_table,  # noqa: F401
                       pruning_rule_summary, random_expectation, size_band, summarise)  # noqa: F401
 from .plots import plot_family_confusion, plot_fraction_vs_size, plot_oracle_curves  # noqa: F401
@@ -161,6 +162,7 @@ def _run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: Path, s
 
     main = str(meta.get("name") or model_dir.name)
     rankers: dict[str, Any] = {main: model}
+    folders: dict[str, Path] = {main: model_dir}  # the model folders, to name one that scores NaN
     skipped: list[str] = []
     for entry in compare_models:
         path = Path(entry)
@@ -169,6 +171,7 @@ def _run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: Path, s
             if other_meta.get("space", space) != space:
                 raise EvaluationError(f"model {path} was trained for space {other_meta.get('space')!r}, not {space!r}")
             rankers[str(other_meta.get("name") or path.name)] = other
+            folders[str(other_meta.get("name") or path.name)] = path
         else:
             try:
                 rankers[str(entry)] = _make_baseline(str(entry)).fit(train, device)
@@ -184,7 +187,11 @@ def _run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: Path, s
             logger.warning("baseline %s skipped: %s", name, exc)
 
     n_all = test["problem_id"].nunique()
-    result = evaluate(test, rankers, device, ks)
+    try:
+        result = evaluate(test, rankers, device, ks)
+    except NonFiniteScores as exc:
+        where = folders.get(exc.ranker)
+        raise EvaluationError(f"{where}: model refused: {exc}" if where else str(exc)) from None
     context = {
         "gpu": data_meta.get("gpu", device.gpu), "cc": data_meta.get("cc", device.cc),
         "torch": data_meta.get("torch"), "triton": data_meta.get("triton"),

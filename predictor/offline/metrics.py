@@ -48,6 +48,24 @@ class EvaluationError(ValueError):
     """An evaluation that cannot run as asked (one line naming the problem)."""
 
 
+class NonFiniteScores(EvaluationError):
+    """A ranker scored some rows NaN or infinite: every ranking it makes is then arbitrary, so no metric of it may
+    be reported (``ranker``: its name in the evaluation)."""
+
+    def __init__(self, ranker: str, bad: int, total: int) -> None:
+        self.ranker = ranker
+        super().__init__(f"ranker {ranker}: {bad} of {total} scores are not finite (NaN or inf); refusing to report on it")
+
+
+def finite_scores(scores: Any, ranker: str) -> np.ndarray:
+    """``scores`` as floats, or ``NonFiniteScores``."""
+    scores = np.asarray(scores, dtype=float)
+    bad = int((~np.isfinite(scores)).sum())
+    if bad:
+        raise NonFiniteScores(ranker, bad, len(scores))
+    return scores
+
+
 @dataclass
 class EvaluationResult:
     """``metrics``: tidy table (METRIC_COLUMNS); ``per_problem``: ranker, k, problem_id, fraction, hit,
@@ -281,7 +299,7 @@ def evaluate(rows: pd.DataFrame, rankers: Mapping[str, Any], device: DeviceInfo,
                 parts.append(pd.DataFrame({"ranker": name, "k": k, "problem_id": exp.index, "fraction": exp["fraction"].to_numpy(),
                                            "hit": exp["hit"].to_numpy(), "top1_family": None}))
             continue
-        scores = ranker.score(rows, device)
+        scores = finite_scores(ranker.score(rows, device), name)
         frame, top1 = _fractions_for_ks(rows, scores, ks)
         for k in ks:
             f = frame[k].to_numpy()

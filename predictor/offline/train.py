@@ -18,12 +18,13 @@ from tqdm.auto import tqdm
 
 from ..atomic import MODEL, check_output_folder, claim_output
 from ..device import DeviceInfo
-from .metrics import KS, RANDOM, per_problem_fraction, random_expectation, summarise
+from .metrics import KS, RANDOM, finite_scores, per_problem_fraction, random_expectation, summarise
 from ..runtime.policy import problem_kind
 from ..rankers import BASELINES, RANKERS, make_ranker
-from ..schema import file_sha256, read_dataset, select_space
+from ..schema import check_unique_rows, file_sha256, read_dataset, select_space
 from ..spaces import SPACES
 from ..spaces.configs import space_metadata
+from .shipped import check_not_shipped
 from .split import groups_of, split_by_group, split_by_named_groups
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def evaluate_ranker(ranker, rows: pd.DataFrame, device: DeviceInfo, ks: Iterable
     ``predictor.offline.metrics`` (the ``random`` ranker is reported by its exact expectation, as there)."""
     summary: dict[str, float] = {}
     is_random = getattr(ranker, "name", None) == RANDOM
-    scores = None if is_random else ranker.score(rows, device)
+    scores = None if is_random else finite_scores(ranker.score(rows, device), getattr(ranker, "name", "model"))
     for k in ks:
         if is_random:
             expected = random_expectation(rows, k)
@@ -68,7 +69,7 @@ def calibrate_margin(model: Any, rows: pd.DataFrame, device: DeviceInfo, top_k: 
     None when no margin qualifies (the hook then keeps all k)."""
     from .metrics import pruning_rule_summary
 
-    scores = model.score(rows, device)
+    scores = finite_scores(model.score(rows, device), getattr(model, "name", "model"))
     plain = pruning_rule_summary(rows, scores, top_k, None)
     curve = {str(m): pruning_rule_summary(rows, scores, top_k, m) for m in MARGIN_GRID}
     ok = [m for m in MARGIN_GRID if curve[str(m)]["oracle"] >= plain["oracle"] - max_oracle_loss
@@ -136,6 +137,8 @@ def load_training_rows(dataset: str | Path | list, space: str = "default") -> tu
         return _select_space(frames[0], space), device, meta
     rows = pd.concat([f.assign(space=f["space"] if "space" in f else f.attrs.get("metadata", {}).get("space", "default"))
                       for f in frames], ignore_index=True)
+    # each file was checked alone; a row measured twice can also come from two files (or one file given twice)
+    check_unique_rows(rows, ", ".join(map(str, paths)))
     in_space = set(rows.loc[rows["space"].astype(str) == space, "problem_id"])
     if not in_space:
         raise ValueError(f"none of {', '.join(map(str, paths))} holds rows of space {space!r}")
@@ -147,8 +150,9 @@ def load_training_rows(dataset: str | Path | list, space: str = "default") -> tu
 def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = None, seed: int = 0,
           space: str = "default", test_fraction: float = 0.25, refit_all: bool = False,
           params: dict[str, Any] | None = None, progress: bool = True,
-          holdout_groups: Iterable[str] | None = None) -> dict[str, Any]:
+          holdout_groups: Iterable[str] | None = None, force: bool = False) -> dict[str, Any]:
     """Fit ``ranker`` on ``dataset`` and save it to ``out`` (default ``models/<ranker>``); return the metadata.
+    A shipped model folder is replaced only with ``force`` (``predictor.offline.shipped``).
 
     ``holdout_groups`` (e.g. an earlier model's ``split.test_groups``) replaces the seeded fraction split.
 
@@ -159,6 +163,7 @@ def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = No
     # the output first: a folder that is not a model folder, or cannot be written, is refused before any work,
     # and the claim makes a second train into the same folder fail at once instead of racing this one
     out = check_output_folder(out if out is not None else Path("models") / ranker, MODEL)
+    check_not_shipped(out, force)
     with claim_output(out):
         return _fit_and_save(datasets, ranker, out, seed, space, test_fraction, refit_all, params, progress,
                              holdout_groups)

@@ -7,13 +7,17 @@ The shipped models are the checkout's top-level ``models/`` folder; a wheel carr
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from ..artifacts import METADATA_FILE, ModelError, read_metadata
+from ..artifacts import METADATA_FILE, read_metadata
 from ..device import DeviceInfo
+
+log = logging.getLogger(__name__)
+_skipped: set[str] = set()  # folders already warned about: one warning each per process
 
 MODELS_ENV = "GEMM_PREDICTOR_MODELS"  # extra model roots (os.pathsep-separated), searched first
 PREFERRED_SUFFIX = "-lgbm-all"  # the shipped default: LambdaRank refit on every labelled row
@@ -47,18 +51,34 @@ def find_model(device: DeviceInfo, space: str = "default", roots: Sequence[Path]
     exists. None when no folder fits."""
     ranked = []
     for root_index, root in enumerate(model_roots() if roots is None else roots):
-        for meta_path in sorted(Path(root).glob(f"*/{METADATA_FILE}")):
+        try:
+            found = sorted(Path(root).glob(f"*/{METADATA_FILE}"))
+        except OSError as exc:
+            log.warning("gemm-predictor: skipping model root %s (%s)", root, exc)
+            continue
+        for meta_path in found:
             folder = meta_path.parent
             try:
                 meta = read_metadata(folder)
                 trained_for = DeviceInfo.from_metadata(meta)
-            except (ModelError, TypeError, ValueError):
+                space_name = meta.get("space", "default")
+            except Exception as exc:  # noqa: BLE001 -- one junk folder (any error, RecursionError too) must not break
+                # every compile: it is skipped, named once
+                _skip_once(folder, exc)
                 continue
             exact = trained_for.same_gpu(device)
             if exact or (allow_similar and trained_for.same_architecture(device)):
-                ranked.append((not exact, meta.get("space", "default") != space,
+                ranked.append((not exact, space_name != space,
                                not folder.name.endswith(PREFERRED_SUFFIX), root_index, folder.name, folder))
     return min(ranked)[-1] if ranked else None
+
+
+def _skip_once(folder: Path, exc: BaseException) -> None:
+    key = str(folder)
+    if key not in _skipped:
+        _skipped.add(key)
+        text = (str(exc).strip().splitlines() or [""])[0][:160]
+        log.warning("gemm-predictor: skipping %s, not a usable model folder (%s: %s)", folder, type(exc).__name__, text)
 
 
 def _this_gpu() -> DeviceInfo | None:
