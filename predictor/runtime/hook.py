@@ -144,10 +144,10 @@ class GemmPruner:
         try:
             device = s.device if s.device is not None else _this_gpu()
         except Exception as exc:  # noqa: BLE001 -- a broken CUDA set-up must not break compiling
-            return self._disable("no_model", f"cannot query the GPU ({type(exc).__name__}: {exc}); "
+            return self._disable("no_gpu", f"cannot query the GPU ({type(exc).__name__}: {exc}); "
                                  f"every GEMM: {self._fallback_words()}")
         if device is None:
-            return self._disable("no_model", f"no CUDA device; every GEMM: {self._fallback_words()}")
+            return self._disable("no_gpu", f"no CUDA device; every GEMM: {self._fallback_words()}")
         if s.model is None:
             folder = find_model(device, s.space, allow_similar=s.allow_similar_gpu)
             if folder is None:
@@ -214,8 +214,6 @@ class GemmPruner:
         return self._uuid
 
     def __reduce__(self) -> tuple:
-        from .inductor_integration import _restore_pruner
-
         return _restore_pruner, (self.settings,)
 
     def __copy__(self) -> GemmPruner:
@@ -278,7 +276,7 @@ class GemmPruner:
 
     def stats(self) -> dict[str, Any]:
         """Counters since install: GEMMs seen, pruned or passed through, choices kept/considered, and
-        ``fallbacks`` by reason (no_model, not_cuda, unknown_op, untrained_kind, unknown_template, out_of_distribution,
+        ``fallbacks`` by reason (no_gpu, no_model, not_cuda, unknown_op, untrained_kind, unknown_template, out_of_distribution,
         tf32, low_confidence (widened, may still prune), error, empty, slow), ``overridden`` (benchmark picks replaced,
         ``override_gap``), and the filter's own time per GEMM (``filter_ms_median``, ``filter_ms_max``)."""
         with self._lock:
@@ -496,3 +494,14 @@ class GemmPruner:
             self._stats["hints_kept"] += len(chosen)
         log.debug("gemm-predictor: %s: autotuning hints %s of %s", problem, sorted(chosen), hint_values)
         return chosen
+
+
+def _restore_pruner(settings: HookSettings) -> GemmPruner:
+    """Unpickling (a compile subprocess, a config snapshot in the FX-graph cache key): reuse the installed pruner
+    with these settings, or build one that loads its model on first use."""
+    from .installed import _STACK
+
+    for entry in reversed(_STACK):
+        if entry.pruner.settings == settings:
+            return entry.pruner
+    return GemmPruner(settings)
