@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
-from benchmarks.zoo import context_dataset
+from collectors.in_program import context_dataset
 from collectors.corpus import CorpusError, load_corpus
 from collectors.store import merge_parts
 from collectors.cli import main  # the whole CLI, collection subcommands included

@@ -111,7 +111,7 @@ class GemmPruner:
         # never pickled
         self.recorder: Any = None
         # opt-in: decision_observer(choices, scores, is_aten, chosen, problem, kernel_inputs, op_name) for every GEMM
-        # the decide policy settles (benchmarks/zoo/in_program.py: its policy.runner_up is timed in the program);
+        # the decide policy settles (collectors/in_program/collect.py: its policy.runner_up is timed in the program);
         # never pickled
         self.decision_observer: Any = None
         # the ranker scores with the device the model was trained for (its measured peaks and bandwidth)

@@ -24,7 +24,7 @@ from ..problem import SCALED_OPS
 # before the hook picks it over cuBLAS; negative: cuBLAS must lead the favourite Triton kernel by more than that to
 # be kept. Negative because the labels time bare GEMMs, and in the program a Triton template also takes the GEMM's
 # bias/activation/residual epilogue and sees the program's cache state. -2.5 from in-program measurements on the H100
-# (each decision's two sides timed as whole steps, python -m benchmarks.zoo.in_program --paired): a depth-2 tree
+# (each decision's two sides timed as whole steps, python -m collectors.in_program.collect --paired): a depth-2 tree
 # fitted on 157 decisions of sampled context blocks (datasets/nvidia-h100/CONTEXT.md) split at -2.7 and, on the
 # zoo's 89 decisions it never saw, reached 93.3% within 1% of the faster side (89.9% at -1.5); leaving one program out
 # of all 246, -2.5 is chosen in every fold. The price out of the program: on isolated bare-GEMM labels the policy
@@ -165,7 +165,7 @@ def runner_up(scores: np.ndarray, is_aten: Sequence[bool], chosen: int) -> tuple
     The alternative is the best aten candidate when ``chosen`` is not aten, else the model's favourite non-aten
     (Triton/decompose-K) candidate; ``gap`` = favourite non-aten score - best aten score (what ``min_gap`` is
     compared with). ``(None, None)`` when one side has no candidate. Why: timing the program with the other side
-    of each decision is how the in-program benchmark checks the policy (benchmarks/zoo/in_program.py)."""
+    of each decision is how the in-program benchmark checks the policy (collectors/in_program/collect.py)."""
     scores = np.asarray(scores, dtype=float)
     is_aten = np.asarray(is_aten, dtype=bool)
     if is_aten.all() or not is_aten.any():

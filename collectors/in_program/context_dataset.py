@@ -1,8 +1,8 @@
 """The context dataset: in-program decisions as labelled rows, and what a small tree learns from them.
 
-    python -m benchmarks.zoo.context_dataset --inprog docs/benchmarks/zoo/nvidia-h100/in_program/context_blocks \\
+    python -m collectors.in_program.context_dataset --inprog docs/benchmarks/zoo/nvidia-h100/in_program/context_blocks \\
         --out datasets/nvidia-h100/context.parquet
-    python -m benchmarks.zoo.context_dataset --fit datasets/nvidia-h100/context.parquet \\
+    python -m collectors.in_program.context_dataset --fit datasets/nvidia-h100/context.parquet \\
         --test docs/benchmarks/zoo/nvidia-h100/in_program --test docs/benchmarks/zoo/nvidia-h100/in_program/held_out_set2
 
 A row is one GEMM (a problem key; repeated layers flip together) of a program the in-program harness timed with
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             p.error("--inprog needs --out")
         for folder in args.inprog:
             if not (Path(folder) / "agreement.json").is_file():
-                p.error(f"{folder}: no agreement.json (run python -m benchmarks.zoo.in_program --report-only first)")
+                p.error(f"{folder}: no agreement.json (run python -m collectors.in_program.collect --report-only first)")
         df = pd.concat([rows_of(f) for f in args.inprog], ignore_index=True)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         write_context(df, args.out, args.inprog)

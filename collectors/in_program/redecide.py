@@ -1,10 +1,10 @@
 """What another model or decide gap would have chosen on the GEMMs the in-program harness measured, and the
 agreement it would have reached (CPU only; both sides of every flipped GEMM were timed in the program).
 
-    python -m benchmarks.zoo.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program --gap -1.5
-    python -m benchmarks.zoo.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program \\
+    python -m collectors.in_program.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program --gap -1.5
+    python -m collectors.in_program.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program \\
         --model models/h100-default-lgbm --gap 2.0
-    python -m benchmarks.zoo.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program \\
+    python -m collectors.in_program.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program \\
         --inprog docs/benchmarks/zoo/nvidia-h100/in_program/held_out_set2 --gap -1.5 --lomo
 
 Without ``--model``, each GEMM's side follows from the score gap recorded in the program (the model that ran
