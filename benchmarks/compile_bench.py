@@ -276,7 +276,7 @@ def run_mode(g: dict, mode: str, model: str, exhaustive_model: str) -> dict:
               "epilogue_templates_added": stats.get("epilogue_templates_added", 0)}
     if is_block:
         # warm_us: the step under one CUDA graph (kernel time); eager_us: launched eagerly (what a training loop
-        # without CUDA graphs sees; session 3/4 reported only this one, as warm_us)
+        # without CUDA graphs sees; the split-model run and corpus-completion run reported only this one, as warm_us)
         eager_us = time_block_step(make_step(compiled), x)
         graph_us = time_block_step_graphed(make_step(compiled), x, list(block.parameters()))
         return {"compile_s": compile_s, "warm_us": graph_us, "eager_us": eager_us, "cold_us": float("nan"), **common}

@@ -15,7 +15,7 @@ edited: the rows are ``agreement.json``'s, with the problem's fields and the mea
 Triton is faster from the recorded score gap, log2 m/n/k, the ideal time, fp32 and whether the output feeds a
 pointwise op, weighted by |gain|; it prints the tree and the in-program agreement it reaches on the ``--test``
 folders' GEMMs (never trained on), beside the shipped policy's (``policy.decide_gap_for`` at ``DECIDE_MIN_GAP``) and
-the gap alone at -1.5 (the policy of sessions 9-10). Offline code: pandas and scikit-learn.
+the gap alone at -1.5 (the policy of the gap -1.5 runs). Offline code: pandas and scikit-learn.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def fit(train: pd.DataFrame, test: pd.DataFrame, depth: int) -> str:
     tree.fit(features(train), train.triton_gain > 0, sample_weight=train.triton_gain.abs().clip(0.002, 0.2))
     lines = [export_text(tree, feature_names=list(FEATURES)).rstrip(), "",
              "| rule | train (context, %d GEMMs) | test (%d GEMMs) |" % (len(train), len(test)), "|---|---|---|"]
-    for name, side in [("the gap alone at -1.5 (sessions 9-10)", lambda d: shipped_policy(d, -1.5, gap_only=True)),
+    for name, side in [("the gap alone at -1.5 (the gap -1.5 runs)", lambda d: shipped_policy(d, -1.5, gap_only=True)),
                        (f"shipped policy (decide_gap_for at {DECIDE_MIN_GAP})", shipped_policy),
                        (f"depth-{depth} tree fitted on the context rows", lambda d: tree.predict(features(d)))]:
         lines.append(f"| {name} | {agreement(train, side(train)):.1%} | {agreement(test, side(test)):.1%} |")

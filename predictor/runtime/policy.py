@@ -38,7 +38,7 @@ QUANTIZED_OPS = ("int_mm", *SCALED_OPS)
 
 
 # Few rows, long K (decode-sized down projections, single-token attention over a long context): cuBLAS splits K
-# across the SMs, the Triton mm template does not. In whole steps (H100, session 11) Triton was slower in 7 of the 10
+# across the SMs, the Triton mm template does not. In whole steps (H100, the gap -2.5 runs) Triton was slower in 7 of the 10
 # such GEMMs (m <= 256, k > 3072) a -1.5 gap sent to it, by 2.3% of the step on average and up to 6.8%; the tree
 # above split on k by itself (datasets/nvidia-h100/CONTEXT.md). Such a GEMM keeps cuBLAS unless the model favours
 # Triton by SMALL_M_LONG_K_GAP, the gap the policy used before any in-program evidence.
