@@ -1,18 +1,15 @@
 """The ``torch.compile`` hook: let Inductor's max-autotune compile and benchmark only the predicted few.
 
-``install()`` points ``torch._inductor.config.inductor_choices_class`` at a :class:`GemmPruner`, a
-factory for an ``InductorChoices`` subclass whose ``_finalize_template_configs`` (same signature in
-torch 2.11 and 2.13) receives every GEMM's cheap ``KernelTemplateChoice`` list *before* any
-ChoiceCaller is created, compiled or benchmarked. The pruner maps each choice to a
-:class:`~predictor.candidate.Candidate`, reads the :class:`~predictor.problem.Problem` off the kernel
-inputs, scores the candidates with the model and returns the best ``top_k`` (plus the best aten
-choice with ``keep_aten``) in Inductor's own order.
+``install()`` points ``torch._inductor.config.inductor_choices_class`` at a :class:`GemmPruner`, a factory for an
+``InductorChoices`` subclass whose ``_finalize_template_configs`` (same signature in torch 2.11 and 2.13) receives
+every GEMM's cheap ``KernelTemplateChoice`` list *before* any ChoiceCaller is created, compiled or benchmarked. The
+pruner maps each choice to a :class:`~predictor.candidate.Candidate`, reads the :class:`~predictor.problem.Problem`
+off the kernel inputs, scores the candidates and returns the best ``top_k`` (and, with ``keep_aten``, the best aten
+choice) in Inductor's own order.
 
-The hook must never break a compile: any exception, an unknown op or template, or a model that does
-not fit this GPU makes it log one warning and keep what plain ``torch.compile`` runs, the aten choice alone
-(``fallback="aten"``, the default), or Inductor's full list (``fallback="full"``: stock max-autotune).
-
-Torch is imported lazily, so ``import predictor`` stays cheap on machines that only train or evaluate.
+The hook must never break a compile: any exception, an unknown op or template, or a model that does not fit this
+GPU makes it log one warning and keep the aten choice alone (``fallback="aten"``) or Inductor's full list
+(``fallback="full"``). Torch is imported lazily, so ``import predictor`` stays cheap where nothing compiles.
 """
 
 from __future__ import annotations
@@ -34,6 +31,7 @@ from ..candidate import Candidate, candidates_from_choices, from_choice_caller
 from .cutlass import is_cutlass_choice, keep_cutlass
 from ..device import DeviceInfo
 from .discovery import _this_gpu, find_model, model_roots
+from .installed import _STACK
 from ..features import ideal_time_us, ranker_rows, runtime_feature_matrix
 from .inductor_inputs import (_lowering_node, _operands_key, _symbolic_sizes, _tf32_enabled, output_feeds_pointwise,
                               problem_from_inputs, scaled_op)
@@ -497,11 +495,6 @@ class GemmPruner:
 
 
 def _restore_pruner(settings: HookSettings) -> GemmPruner:
-    """Unpickling (a compile subprocess, a config snapshot in the FX-graph cache key): reuse the installed pruner
-    with these settings, or build one that loads its model on first use."""
-    from .installed import _STACK
-
-    for entry in reversed(_STACK):
-        if entry.pruner.settings == settings:
-            return entry.pruner
-    return GemmPruner(settings)
+    """Unpickling (a compile subprocess, a config snapshot): the installed pruner with these settings, or a new one."""
+    same = [entry.pruner for entry in _STACK if entry.pruner.settings == settings]
+    return same[-1] if same else GemmPruner(settings)
