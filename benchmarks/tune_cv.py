@@ -6,12 +6,12 @@
 The held-out test groups (those of ``--holdout-from``, the shipped split model) are never looked at: three
 inner validation splits (seeds 100-102) of the training groups score each setting. Results on the 3537-problem H200 dataset (oracle@1, mean of 3 folds):
 - lgbm_rank: 60 trees 0.984, 100 0.987, 150 0.989, **250 0.991**, 400 0.987, 600 0.976 -> n_estimators 250.
-- lgbm_rank on the finished 5143-problem dataset (session 4; the shipped models' held-out groups dropped):
+- lgbm_rank on the finished 5143-problem dataset (the corpus-completion run; the shipped models' held-out groups dropped):
   60 trees 0.966, 100 0.970, 150 0.972, 250 0.980, 400 0.982, 600 0.983, 1000 0.984; 31 leaves: 150 trees 0.982,
   **250 0.984**, 400 0.982, 600 0.984; 300 trees at learning rate 0.05 0.972; subsampling 0.974; L2 1.0 0.971
   -> 250 trees of 31 leaves (as good as 600-1000 trees within the folds' noise, and cheaper to score).
 - tree: depth 6 0.948, 8 0.959, 10 0.962, 12 0.968, 12 + min_samples_leaf 20 0.969, **14 + leaf 20 0.972**,
-  16 + leaf 20 0.972 -> max_depth 14, min_samples_leaf 20. Session 4 (5143 problems): depth 12 0.961, **14 + leaf
+  16 + leaf 20 0.972 -> max_depth 14, min_samples_leaf 20. The corpus-completion run (5143 problems): depth 12 0.961, **14 + leaf
   20 0.965**, 16 + leaf 20 0.965, 12 + leaf 50 0.959 -> unchanged.
 """
 

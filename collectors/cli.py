@@ -1,22 +1,32 @@
-"""Collection subcommands plugged into ``gemm-predictor`` (collect, collect-inductor, merge)."""
+"""GPU collection subcommands of ``gemm-predictor``: collect, collect-inductor, merge, calibrate.
+
+Installed, they join ``gemm-predictor`` through the ``gemm_predictor.commands`` entry point (pyproject.toml), so the
+predictor package never imports this one. ``python -m collectors.cli`` runs the whole CLI without installing.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import sys
+
+from predictor.cli import add_command
+from predictor.cli import main as predictor_main
 
 log = logging.getLogger(__name__)
 
+CORPUS = "datasets/corpus/corpus_v1.parquet"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("collect", help="time every candidate of a space for corpus problems on the local GPU(s)")
-    p.add_argument("--corpus", default="datasets/corpus/corpus_v1.parquet")
+    p = add_command(sub, "collect", "time every candidate of a space for corpus problems on the local GPU(s)")
+    p.add_argument("--corpus", default=CORPUS, help="shape corpus (parquet): the problems to label")
     p.add_argument("--out", required=True, help="folder of resumable parquet parts")
-    p.add_argument("--space", default="default", choices=("default", "exhaustive"))
+    p.add_argument("--space", default="default", choices=("default", "exhaustive"), help="candidate list to time")
     p.add_argument("--shard", default="0/1", help="i/n: take the i-th of n shards (by problem id)")
     p.add_argument("--gpus", default="0", help="'all', or comma-separated GPU indices (one worker each)")
-    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--reps", type=int, default=10, help="timed runs per candidate (the label is their median)")
     p.add_argument("--limit", type=int, default=None, help="at most this many new problems per GPU")
     p.add_argument("--no-tma", action="store_true", help="leave persistent-TMA candidates out")
     p.add_argument("--filter", default=None, help="pandas query on corpus columns, e.g. \"dtype in ['float16']\"")
@@ -42,11 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p.set_defaults(func=run)
 
-    q = sub.add_parser("collect-inductor", help="record Inductor's own max-autotune timings for corpus problems")
-    q.add_argument("--corpus", default="datasets/corpus/corpus_v1.parquet")
-    q.add_argument("--out", required=True)
-    q.add_argument("--filter", default=None)
-    q.add_argument("--limit", type=int, default=None)
+    q = add_command(sub, "collect-inductor", "record Inductor's own max-autotune timings for corpus problems")
+    q.add_argument("--corpus", default=CORPUS, help="shape corpus (parquet): the problems to label")
+    q.add_argument("--out", required=True, help="folder of resumable parquet parts")
+    q.add_argument("--filter", default=None, help="pandas query on corpus columns, e.g. \"op == 'mm'\"")
+    q.add_argument("--limit", type=int, default=None, help="at most this many problems")
     q.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many problems")
     q.add_argument("--ids", default=None, help="file with one problem_id per line: collect exactly these, in order")
     q.add_argument("--shard", default="0/1", help="i/n: this process's share of the problems (one process per GPU)")
@@ -72,10 +82,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     q.set_defaults(func=run_inductor)
 
-    m = sub.add_parser("merge", help="merge a folder of parts into one dataset file (refuses duplicates and parts of "
-                                     "different GPUs)")
-    m.add_argument("parts")
-    m.add_argument("dest")
+    m = add_command(sub, "merge", "merge a folder of parts into one dataset file (refuses duplicates and parts of "
+                                  "different GPUs)")
+    m.add_argument("parts", help="folder of parquet parts written by collect or collect-inductor")
+    m.add_argument("dest", help="dataset file (parquet) to write; a dataset file of ours there is replaced")
 
     def run_merge(args: argparse.Namespace) -> int:
         from .store import merge_parts
@@ -86,20 +96,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     m.set_defaults(func=run_merge)
 
-    c = sub.add_parser("calibrate", help="label the corpus problems that teach this GPU the most within a time budget "
-                                         "(resumable; see collectors/calibrate.py)")
+    c = add_command(sub, "calibrate", "label the corpus problems that teach this GPU the most within a time budget, "
+                                      "then fit its model (resumable; docs/CALIBRATE.md)")
     c.add_argument("--minutes", type=float, required=True, help="calibration budget over all runs of --parts, minutes")
     c.add_argument("--parts", required=True, help="folder of resumable parts (+ calibration/plan.parquet, ledger.json)")
-    c.add_argument("--corpus", default="datasets/corpus/corpus_v1.parquet")
+    c.add_argument("--corpus", default=CORPUS, help="shape corpus (parquet): the problems to choose from")
     c.add_argument("--base-model", default="models/h200-default-lgbm", help="ranks candidates: its uncertainty plans")
     c.add_argument("--compare-model", default="models/h200-default-tree",
                    help="second ranker whose disagreement with the base model plans ('none' to leave out)")
     c.add_argument("--hold-out-groups-of", action="append", default=None, metavar="MODEL",
                    help="never collect the problem groups this model held out (repeatable; default: --base-model)")
     c.add_argument("--workers", type=int, default=None, help="precompile processes (default: cores - 2)")
-    c.add_argument("--collect-only", action="store_true", help="collect within the budget, fit nothing")
+    out = c.add_mutually_exclusive_group(required=True)
+    out.add_argument("--out", help="model folder to write, e.g. models/h100-default-lgbm")
+    out.add_argument("--collect-only", action="store_true", help="collect within the budget, fit nothing")
     c.add_argument("--fit-only", action="store_true", help="fit from the labels already in --parts, collect nothing")
-    c.add_argument("--out", default=None, help="model folder to write, e.g. models/h100-default-lgbm")
     c.add_argument("--force", action="store_true", help="replace --out even when it is a shipped model")
     c.add_argument("--until-minutes", type=float, default=None,
                    help="fit on the problems labelled within this many calibration minutes (default: all)")
@@ -114,8 +125,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
         if args.collect_only and args.fit_only:
             raise ValueError("calibrate: --collect-only and --fit-only exclude each other")
-        if not args.collect_only and not args.out:
-            raise ValueError("calibrate: --out MODEL_FOLDER is needed to fit (or pass --collect-only)")
         if args.out:  # refuse a bad output folder before any GPU work, not after it
             from predictor.atomic import MODEL, check_output_folder
 
@@ -161,3 +170,12 @@ def _collect_gpu(corpus: str, parts: str, workers: int, order, should_stop, on_p
 
     return collect(corpus, parts, space="default", gpus="0", reps=10, tma=True, precompile_workers=workers,
                    order=order, should_stop=should_stop, on_problem=on_problem, part_every=10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The whole ``gemm-predictor`` CLI with these subcommands, installed or not."""
+    return predictor_main(argv, plugins=[register])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -24,7 +24,7 @@ import json
 import logging
 import math
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,20 +32,17 @@ import pandas as pd
 import pyarrow as pa
 
 from predictor.offline.split import problem_group
-from predictor.problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem, default_out_dtype
 from predictor.schema import DatasetError, read_parquet, write_parquet
 
-# the tables (model families, M sweeps) live in corpus_families; re-exported here
+# row building and the table of model families are re-exported here for callers of this module
+from .corpus_rows import (CORPUS_COLUMNS, MAX_MNKB, MAX_OPERAND_BYTES, _row, _take,  # noqa: F401
+                          _typed, alignment, int_mm_ok, within_budget)
 from .corpus_families import MODEL_FAMILIES, MODEL_KINDS, MSWEEP_M, MSWEEPS, Attention, Linear, ModelFamily  # noqa: F401
 
 log = logging.getLogger(__name__)
 
 CORPUS_VERSION = 1
-CORPUS_COLUMNS = (*PROBLEM_FIELDS, "problem_id", "family_tag", "group")
 KINDS = ("llm", "enc", "vit", "speech", "random", "splitk", "unaligned", "msweep")
-
-MAX_MNKB = 2**37  # m*n*k*b (= FLOPs / 2) per problem
-MAX_OPERAND_BYTES = 2**30  # per operand (A, B, C)
 
 N_RANDOM = 1100
 N_SPLITK = 360
@@ -82,45 +79,6 @@ def _log_uniform(rng: random.Random, lo: int, hi: int) -> int:
 
 def _round_to(value: int, multiple: int) -> int:
     return max(multiple, int(round(value / multiple)) * multiple)
-
-
-def _lowbit_bytes(elements: int, nbytes: int) -> int:
-    stride = elements * nbytes
-    return min(16, stride & -stride)
-
-
-def alignment(b: int, m: int, n: int, k: int, dtype: str, layout_a: str, layout_b: str) -> int:
-    """``align`` for contiguous operands on 16-byte-aligned bases: the largest power of two <= 16 bytes
-    dividing every stride (A, B and the output), as the collectors will allocate them."""
-    size = DTYPE_BYTES[dtype]
-    out = DTYPE_BYTES[default_out_dtype(dtype)]
-    strides = [(k if layout_a == "row" else m, size), (n if layout_b == "row" else k, size), (n, out)]
-    if b > 1:
-        strides += [(m * k, size), (k * n, size), (m * n, out)]
-    return min(_lowbit_bytes(e, s) for e, s in strides)
-
-
-def within_budget(b: int, m: int, n: int, k: int, dtype: str) -> bool:
-    """The cost bound every corpus problem obeys: m*n*k*b <= 2**37 and every operand <= 1 GiB."""
-    size = DTYPE_BYTES[dtype]
-    out = DTYPE_BYTES[default_out_dtype(dtype)]
-    return (m * n * k * b <= MAX_MNKB and b * m * k * size <= MAX_OPERAND_BYTES
-            and b * k * n * size <= MAX_OPERAND_BYTES and b * m * n * out <= MAX_OPERAND_BYTES)
-
-
-def int_mm_ok(m: int, n: int, k: int) -> bool:
-    """torch._int_mm's constraints (CUDA): m > 16, k and n multiples of 8."""
-    return m > 16 and k % 8 == 0 and n % 8 == 0
-
-
-def _row(tag: str, op: str, m: int, n: int, k: int, dtype: str, b: int = 1,
-         layout_a: str = "row", layout_b: str = "row") -> dict[str, Any] | None:
-    """One corpus row, or None when the problem is outside the cost bound."""
-    if not within_budget(b, m, n, k, dtype):
-        return None
-    p = Problem(op, m, n, k, dtype, b=b, layout_a=layout_a, layout_b=layout_b,
-                align=alignment(b, m, n, k, dtype, layout_a, layout_b))
-    return {**p.to_dict(), "family_tag": tag}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,26 +214,6 @@ def unaligned_rows(rng: random.Random) -> Iterator[dict[str, Any]]:
 # build, hash, save, load
 
 
-def _take(rows: Iterable[dict[str, Any] | None], seen: set[str], out: list[dict[str, Any]],
-          limit: int | None = None) -> int:
-    """Append rows whose problem_id is new (first tag wins); stop after ``limit`` new ones. Returns the count."""
-    added = dropped = 0
-    for row in rows:
-        if limit is not None and added >= limit:
-            break
-        if row is None:
-            dropped += 1
-            continue
-        if row["problem_id"] in seen:
-            continue
-        seen.add(row["problem_id"])
-        out.append(row)
-        added += 1
-    if dropped:
-        log.debug("dropped %d problems over the cost bound", dropped)
-    return added
-
-
 def build_corpus(seed: int = 0) -> pd.DataFrame:
     """The corpus as one row per distinct problem: Problem fields, problem_id, family_tag, group.
 
@@ -295,11 +233,6 @@ def build_corpus(seed: int = 0) -> pd.DataFrame:
     df["group"] = [problem_group(t, p) for t, p in zip(df["family_tag"], df["problem_id"])]
     df = df.sort_values(["family_tag", "dtype", "op", "b", "m", "n", "k", "layout_a", "layout_b"], kind="stable")
     return _typed(df.reset_index(drop=True)[list(CORPUS_COLUMNS)])
-
-
-def _typed(df: pd.DataFrame) -> pd.DataFrame:
-    types = {c: ("int64" if c in ("b", "m", "n", "k", "align") else "string") for c in CORPUS_COLUMNS}
-    return df.astype(types)
 
 
 def corpus_sha256(df: pd.DataFrame) -> str:
@@ -367,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.quantized:
-        from .corpus_quant import build_quant_corpus  # imports this module: not at the top
+        from .corpus_quant import build_quant_corpus
 
         df = build_quant_corpus()
     else:

@@ -25,7 +25,7 @@ import pandas as pd
 from predictor.offline.split import problem_group
 from predictor.problem import SCALED_OPS
 
-from .corpus import CORPUS_COLUMNS, _row, _take, _typed, int_mm_ok
+from .corpus_rows import CORPUS_COLUMNS, _row, _take, _typed, int_mm_ok
 from .corpus_families import MODEL_FAMILIES, ModelFamily
 
 QUANT_CORPUS_VERSION = 1

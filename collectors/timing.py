@@ -1,4 +1,4 @@
-"""GPU timing per DESIGN.md: L2 flushed before every timed launch, CUDA events, median and IQR of >= 10 runs.
+"""GPU timing for labels: L2 flushed before every timed launch, CUDA events, median and IQR of >= 10 runs.
 
 All candidates of one problem are timed round-robin (rep 1 of every candidate, then rep 2, ...) so clock and
 thermal drift spread evenly over them instead of favouring whoever ran first. The whole schedule is captured

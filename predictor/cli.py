@@ -1,20 +1,40 @@
-"""``gemm-predictor``: one entry point, subcommands calling importable functions.
+"""gemm-predictor: train, evaluate and export learned GEMM-kernel rankers for PyTorch Inductor.
 
-GPU collection subcommands come from the separate ``collectors`` package, found by name at run time, so the
-runtime ``predictor`` package keeps working (and installing) without it.
+Each subcommand calls an importable function. Other packages add subcommands (the GPU collectors add collect,
+collect-inductor, merge and calibrate) through the ``gemm_predictor.commands`` entry-point group, so this package
+never imports them and installs without them.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
+from collections.abc import Callable, Iterable
 import sys
 from pathlib import Path
 
 DEFAULT_DATASET = "datasets/nvidia-h200/default.parquet"
 DEFAULT_MODEL = "models/h200-default-lgbm"
 DEFAULT_COMPARE = ("models/h200-default-tree",)  # the other shipped ranker, shown beside the default
+PLUGIN_GROUP = "gemm_predictor.commands"  # entry points: callables taking the subparsers object
+
+
+class FORMATTER(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every option's default, except where there is none to show: a required option, an on/off flag, or a
+    help text that already says its default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.required or isinstance(action, argparse._StoreTrueAction) or "default" in text:
+            return text
+        if action.default is None and action.option_strings:
+            return text + " (default: not set)"
+        return super()._get_help_string(action)
+
+
+def add_command(sub: argparse._SubParsersAction, name: str, summary: str) -> argparse.ArgumentParser:
+    """A subcommand whose one-line ``summary`` shows in the command list and atop its own --help, defaults shown."""
+    return sub.add_parser(name, help=summary, description=summary, formatter_class=FORMATTER)
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -28,16 +48,19 @@ def _ks(text: str) -> tuple[int, ...]:
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a ranker on a dataset and save a model folder")
+    p = add_command(sub, "train", "train a ranker on a dataset and save a model folder")
     p.add_argument("--dataset", default=[DEFAULT_DATASET], nargs="+",
                    help="one dataset, or several of one GPU (with --space exhaustive: exhaustive rows where a problem "
                         "has them, else its default rows)")
-    p.add_argument("--ranker", default="lgbm")
+    from .rankers import RANKERS
+
+    p.add_argument("--ranker", default="lgbm", choices=tuple(RANKERS), help="which ranker to fit")
     p.add_argument("--out", required=True, help="model folder, e.g. models/<name>")
     p.add_argument("--force", action="store_true", help="replace --out even when it is a shipped model")
-    p.add_argument("--space", default="default", choices=("default", "exhaustive"))
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--test-fraction", type=float, default=0.25)
+    p.add_argument("--space", default="default", choices=("default", "exhaustive"),
+                   help="which candidate list the dataset rows and the model cover")
+    p.add_argument("--seed", type=int, default=0, help="seed of the train/test split by problem group")
+    p.add_argument("--test-fraction", type=float, default=0.25, help="share of problem groups held out for testing")
     p.add_argument("--refit-all", action="store_true", help="after measuring on the split, refit on all rows")
     p.add_argument("--holdout-from", metavar="MODEL",
                    help="hold out exactly the problem groups this model folder held out (instead of --seed/"
@@ -74,15 +97,16 @@ def _print_metrics(metrics: object) -> None:
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("evaluate", help="offline accuracy of a model and every baseline; writes a report")
-    p.add_argument("--model", default=DEFAULT_MODEL)
-    p.add_argument("--dataset", default=DEFAULT_DATASET)
-    p.add_argument("--space", default="default", choices=("default", "exhaustive"))
-    p.add_argument("--k", type=_ks, default=(1, 2, 3, 5, 8, 10))
+    p = add_command(sub, "evaluate", "offline accuracy of a model and every baseline on held-out problems; writes a report")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="model folder to evaluate")
+    p.add_argument("--dataset", default=DEFAULT_DATASET, help="labelled dataset (parquet) of the model's GPU")
+    p.add_argument("--space", default="default", choices=("default", "exhaustive"), help="candidate list to rank")
+    p.add_argument("--k", type=_ks, default="1,2,3,5,8,10",
+                   help="comma-separated k values: how many top-ranked candidates are benchmarked")
     p.add_argument("--split", default="test", choices=("test", "all"), help="held-out groups only, or every row")
     p.add_argument("--compare-model", action="append", default=None,
                    help=f"another model folder to show beside it (default: {', '.join(DEFAULT_COMPARE)})")
-    p.add_argument("--out", default="reports/default")
+    p.add_argument("--out", default="reports/default", help="folder for report.md, metrics.json and the plots")
 
     def run(args: argparse.Namespace) -> int:
         from .offline.evaluate import run_evaluation
@@ -105,7 +129,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="compare two evaluation results (metrics.json) side by side")
+    p = add_command(sub, "report", "compare two evaluation results (metrics.json) side by side")
     p.add_argument("--compare", nargs=2, required=True, metavar=("A", "B"), help="two metrics.json files or report dirs")
     p.add_argument("--labels", nargs=2, default=None, help="column names (default: the report folders' names)")
 
@@ -120,8 +144,8 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="compile a program with the hook and write its GEMM decisions as Inductor's "
-                                      "lookup table (docs/DEPLOY.md)")
+    p = add_command(sub, "export", "compile a program with the hook and write its GEMM decisions as Inductor's "
+                                   "lookup table (docs/DEPLOY.md)")
     p.add_argument("--program", required=True, metavar="SCRIPT_OR_MODULE",
                    help="a .py file or importable module defining make() -> (model, example_inputs); run once under "
                         "torch.no_grad(), on the GPU and with the shapes production uses")
@@ -147,22 +171,35 @@ def _report_labels(paths: list[str]) -> tuple[str, str]:
     return (paths[0], paths[1]) if paths[0] != paths[1] else (f"{paths[0]} (A)", f"{paths[1]} (B)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gemm-predictor", description=__doc__.splitlines()[0])
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
+def build_parser(plugins: Iterable[Callable[[argparse._SubParsersAction], None]] = ()) -> argparse.ArgumentParser:
+    """The parser with this package's subcommands, then those of ``plugins`` and of installed entry points."""
+    parser = argparse.ArgumentParser(prog="gemm-predictor", description=__doc__.splitlines()[0],
+                                     formatter_class=FORMATTER)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_train(sub)
     _add_evaluate(sub)
     _add_report(sub)
     _add_export(sub)
-    try:
-        importlib.import_module("collectors.cli").register(sub)
-    except ModuleNotFoundError:
-        p = sub.add_parser("collect", help="(needs the collectors package from the repository)")
-        p.set_defaults(func=lambda args: _fail("collect needs the 'collectors' package: run from a repository checkout"))
-        p = sub.add_parser("calibrate", help="(needs the collectors package from the repository)")
-        p.set_defaults(func=lambda args: _fail("calibrate needs the 'collectors' package: run from a repository checkout"))
+    registered = set()
+    for register in [*plugins, *_entry_point_plugins()]:
+        key = (getattr(register, "__module__", None), getattr(register, "__qualname__", None))
+        if key not in registered:  # an installed plugin also passed explicitly: add its subcommands once
+            registered.add(key)
+            register(sub)
     return parser
+
+
+def _entry_point_plugins() -> list[Callable[[argparse._SubParsersAction], None]]:
+    from importlib.metadata import entry_points
+
+    found = []
+    for ep in entry_points(group=PLUGIN_GROUP):
+        try:
+            found.append(ep.load())
+        except ImportError as exc:  # a plugin whose dependencies are missing: the rest of the CLI still works
+            logging.getLogger(__name__).debug("gemm-predictor: plugin %s not loaded: %s", ep.name, exc)
+    return found
 
 
 def _fail(message: str) -> int:
@@ -170,8 +207,9 @@ def _fail(message: str) -> int:
     return 2
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None,
+         plugins: Iterable[Callable[[argparse._SubParsersAction], None]] = ()) -> int:
+    parser = build_parser(plugins)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from predictor.cli import main
+from collectors.cli import main  # the whole CLI, collection subcommands included
 from predictor.problem import Problem
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -1,5 +1,5 @@
-"""Context blocks (benchmarks/zoo/context_blocks.py) and the context dataset (benchmarks/zoo/context_dataset.py) on
-CPU: block names and the seeded sample, the blocks' modules against a hand computation, the in-program runner on a
+"""Context blocks (collectors/in_program/context_blocks.py) and the context dataset
+(collectors/in_program/context_dataset.py) on CPU: block names and the seeded sample, the blocks' modules against a hand computation, the in-program runner on a
 block, agreement.json turned into rows and the policies scored on them, and the committed H100 data."""
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import pytest
 import torch
 from torch import nn
 
-from benchmarks.zoo import context_blocks as cb
-from benchmarks.zoo import context_dataset as cd
-from benchmarks.zoo import in_program, models
+from benchmarks.zoo import models
+from collectors.in_program import collect as in_program
+from collectors.in_program import context_blocks as cb
+from collectors.in_program import context_dataset as cd
 
 REPO = Path(__file__).resolve().parents[1]
 INPROG = REPO / "docs/benchmarks/zoo/nvidia-h100/in_program"
@@ -156,7 +157,7 @@ def test_context_sample_adds_the_sampled_names(tmp_path, monkeypatch):
 def test_in_program_runner_on_a_context_block(tmp_path):
     name = "ctx-gelu-m17-d64-h256-fp32"
     env = {**os.environ, "PYTHONPATH": str(REPO), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
-    cmd = [sys.executable, "-m", "benchmarks.zoo.in_program", "--models", name, "--out", str(tmp_path),
+    cmd = [sys.executable, "-m", "collectors.in_program.collect", "--models", name, "--out", str(tmp_path),
            "--repeats", "3", "--noise-repeats", "1"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -261,7 +262,7 @@ def test_the_committed_context_rows_and_their_fit():
     assert f"| rule | train (context, 157 GEMMs) | test ({int(test.resolved.sum())} GEMMs) |" in text
     table = {line.split(" | ")[0].lstrip("| "): [float(c.strip(" |%")) for c in line.split(" | ")[1:]]
              for line in text.splitlines() if line.startswith("| ") and line.endswith("% |")}
-    gap_alone = table["the gap alone at -1.5 (sessions 9-10)"]
+    gap_alone = table["the gap alone at -1.5 (the gap -1.5 runs)"]
     shipped = table[f"shipped policy (decide_gap_for at {cd.DECIDE_MIN_GAP})"]
     assert len(table) == 3 and "depth-2 tree fitted on the context rows" in table
     assert shipped[1] >= gap_alone[1] and shipped[0] >= gap_alone[0]

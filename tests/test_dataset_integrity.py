@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
-from benchmarks.zoo import context_dataset
+from collectors.in_program import context_dataset
 from collectors.corpus import CorpusError, load_corpus
 from collectors.store import merge_parts
-from predictor.cli import main
+from collectors.cli import main  # the whole CLI, collection subcommands included
 from predictor.schema import FOOTER_DIGEST, DatasetError, read_dataset, write_dataset
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The in-program agreement harness (benchmarks/zoo/in_program.py) on CPU: the policy's runner-up, the hook's
+"""The in-program agreement harness (collectors/in_program/collect.py) on CPU: the policy's runner-up, the hook's
 decision observer on stand-in Inductor objects, flipping one table entry, the figure, and the runner end to end on
 tiny-mlp (on a CPU no GEMM reaches the decide policy: the record and base runs and resumption are what run)."""
 
@@ -17,8 +17,8 @@ import pytest
 import torch
 from predictor.testing.synthetic import METADATA
 
-from benchmarks.zoo import in_program_agreement as agreement_module
-from benchmarks.zoo import in_program
+from collectors.in_program import agreement as agreement_module
+from collectors.in_program import collect as in_program
 from predictor.device import DeviceInfo
 from predictor.runtime.compiling import recommended_settings
 from predictor.runtime.hook import GemmPruner
@@ -149,7 +149,7 @@ def test_agreement_and_its_table():
 
 def test_runner_end_to_end_on_cpu_and_resumes(tmp_path):
     env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}
-    cmd = [sys.executable, "-m", "benchmarks.zoo.in_program", "--models", "tiny-mlp", "--out", str(tmp_path),
+    cmd = [sys.executable, "-m", "collectors.in_program.collect", "--models", "tiny-mlp", "--out", str(tmp_path),
            "--noise-repeats", "2", "--repeats", "3", "--lanes", "2"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -185,7 +185,7 @@ def test_timing_lock_is_exclusive_across_open_files(tmp_path, monkeypatch):
 
 
 def test_a_paired_record_stands_for_base_and_flip_runs():
-    from benchmarks.zoo.in_program_agreement import agreement, paired_as_runs
+    from collectors.in_program.agreement import agreement, paired_as_runs
 
     row = {"problem": "p", "op_name": "mm", "count": 1, "ideal_us": 3.0, "gap": -1.0, "chosen_side": "cublas",
            "alternative": {"template_id": "triton::mm"}}

@@ -24,7 +24,7 @@ import predictor.offline.train
 from collectors.store import merge_parts
 from predictor import atomic
 from predictor.artifacts import load_model
-from predictor.cli import main
+from collectors.cli import main  # the whole CLI, collection subcommands included
 from predictor.schema import read_dataset, write_dataset
 
 TRAIN = ["train", "--ranker", "roofline"]  # nothing to fit: fast, and writes a complete model folder

@@ -87,7 +87,7 @@ def lists() -> list:
 @pytest.mark.skipif(not FIXTURE.exists(), reason="no recorded decisions")
 @pytest.mark.parametrize("model", sorted(json.loads(FIXTURE.read_text())) if FIXTURE.exists() else [])
 def test_recorded_lists_decide_as_before(model, lists, monkeypatch):
-    # the floor for few rows with a long K (session 11) came after the recording: off, as the gap is pinned
+    # the floor for few rows with a long K (the gap -2.5 runs) came after the recording: off, as the gap is pinned
     monkeypatch.setattr(policy, "SMALL_M_LONG_K", (0, float("inf")))
     recorded = json.loads(FIXTURE.read_text())[model]
     now = decisions(model, lists)

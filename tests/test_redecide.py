@@ -1,8 +1,8 @@
-"""benchmarks.zoo.redecide: another model or gap re-decides the GEMMs the in-program harness measured."""
+"""collectors.in_program.redecide: another model or gap re-decides the GEMMs the in-program harness measured."""
 
 from __future__ import annotations
 
-from benchmarks.zoo.redecide import leave_one_model_out, redecide
+from collectors.in_program.redecide import leave_one_model_out, redecide
 
 GPT2_FC = ("Problem(op='addmm', m=16, n=3072, k=768, dtype='float16', b=1, out_dtype='float16', layout_a='row', "
            "layout_b='row', align=16)")

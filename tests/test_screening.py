@@ -85,7 +85,7 @@ def test_part_writer_flushes_by_rows_as_well_as_problems(tmp_path):
 
 
 def test_collect_refuses_a_screen_factor_that_would_cut_near_best_candidates(tmp_path, capsys):
-    from predictor.cli import main
+    from collectors.cli import main
 
     assert main(["collect", "--out", str(tmp_path / "parts"), "--screen", "1.2"]) != 0
     assert "gemm-predictor: error: --screen 1.2: must be 0" in capsys.readouterr().err  # the CLI's own error line

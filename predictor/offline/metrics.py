@@ -1,7 +1,7 @@
 """Offline evaluation metrics: the one implementation of oracle@k, p5@k and hit@k, and their slices.
 
 For a ranker R and k, each problem's *fraction* is its best true time in the space divided by the
-fastest true time among R's top-k candidates, a number in [0, 1] (DESIGN.md, "Ranking and metrics"):
+fastest true time among R's top-k candidates, a number in [0, 1]:
 
 - a row whose ``status`` is not ``ok`` counts as infinitely slow when chosen, so a top-k made only
   of failed rows scores 0; problems without any ``ok`` row have no best time and are dropped;

@@ -247,7 +247,7 @@ def _fit_and_save(datasets: list[Path], ranker: str, out: Path, seed: int, space
         "problem_ranges": _problem_ranges(rows if refit_all else train_rows),
         # the hook's default score margin, calibrated on the held-out split (the refit model shares it)
         "pruning": pruning,
-        "metrics": {"train": training, "heldout": heldout, "definition": "predictor.offline.evaluate (DESIGN.md, Ranking and metrics)"},
+        "metrics": {"train": training, "heldout": heldout, "definition": "predictor.offline.metrics (oracle@k, p5@k, hit@k)"},
         "train_seconds": round(time.perf_counter() - started, 3),
         "device": device.to_dict(),
         # the Inductor config lists the data was collected with: the hook warns when the installed torch's differ

@@ -3,11 +3,10 @@ setting.
 
 Why: with ``max_autotune_gemm`` on (which ``predictor.compile`` needs so that Inductor builds the Triton GEMM
 candidates the hook picks from), Inductor also turns every channels-last 1x1 convolution into a GEMM
-(``torch/_inductor/kernel/conv.py``, ``convert_1x1_conv_to_mm``): a CNN then runs cuBLAS GEMMs and extra layout
-kernels where plain ``torch.compile`` runs cuDNN. Measured on an H100 (session 11, resnet50 fp16 batch 32): 140
-kernels against plain's 131 and 0.963x plain's step, the convolutions being the only difference (0.958x on an
-H200 in session 6). The hook cannot rank convolutions, so they are left to cuDNN exactly as plain has them; a user
-who asks for the conversion (``conv_1x1_as_mm=True``) or for full max-autotune (``max_autotune=True``) keeps it.
+(``torch/_inductor/kernel/conv.py``, ``convert_1x1_conv_to_mm``), so a CNN runs cuBLAS GEMMs and extra layout
+kernels where plain ``torch.compile`` runs cuDNN, and runs slower (docs/FINDINGS.md, findings 37 and 39). The hook cannot
+rank convolutions, so they stay on cuDNN exactly as plain has them; ``conv_1x1_as_mm=True`` or ``max_autotune=True``
+keeps the conversion.
 
 Grouped GEMMs (``torch._grouped_mm``, what transformers' mixture-of-experts layers run) likewise: with
 ``max_autotune_gemm`` on, Inductor offers ~40 Triton grouped-GEMM configs and benchmarks them all

@@ -1,18 +1,15 @@
 """The ``torch.compile`` hook: let Inductor's max-autotune compile and benchmark only the predicted few.
 
-``install()`` points ``torch._inductor.config.inductor_choices_class`` at a :class:`GemmPruner`, a
-factory for an ``InductorChoices`` subclass whose ``_finalize_template_configs`` (same signature in
-torch 2.11 and 2.13) receives every GEMM's cheap ``KernelTemplateChoice`` list *before* any
-ChoiceCaller is created, compiled or benchmarked. The pruner maps each choice to a
-:class:`~predictor.candidate.Candidate`, reads the :class:`~predictor.problem.Problem` off the kernel
-inputs, scores the candidates with the model and returns the best ``top_k`` (plus the best aten
-choice with ``keep_aten``) in Inductor's own order.
+``install()`` points ``torch._inductor.config.inductor_choices_class`` at a :class:`GemmPruner`, a factory for an
+``InductorChoices`` subclass whose ``_finalize_template_configs`` (same signature in torch 2.11 and 2.13) receives
+every GEMM's cheap ``KernelTemplateChoice`` list *before* any ChoiceCaller is created, compiled or benchmarked. The
+pruner maps each choice to a :class:`~predictor.candidate.Candidate`, reads the :class:`~predictor.problem.Problem`
+off the kernel inputs, scores the candidates and returns the best ``top_k`` (and, with ``keep_aten``, the best aten
+choice) in Inductor's own order.
 
-The hook must never break a compile: any exception, an unknown op or template, or a model that does
-not fit this GPU makes it log one warning and keep what plain ``torch.compile`` runs, the aten choice alone
-(``fallback="aten"``, the default), or Inductor's full list (``fallback="full"``: stock max-autotune).
-
-Torch is imported lazily, so ``import predictor`` stays cheap on machines that only train or evaluate.
+The hook must never break a compile: any exception, an unknown op or template, or a model that does not fit this
+GPU makes it log one warning and keep the aten choice alone (``fallback="aten"``) or Inductor's full list
+(``fallback="full"``). Torch is imported lazily, so ``import predictor`` stays cheap where nothing compiles.
 """
 
 from __future__ import annotations
@@ -34,6 +31,7 @@ from ..candidate import Candidate, candidates_from_choices, from_choice_caller
 from .cutlass import is_cutlass_choice, keep_cutlass
 from ..device import DeviceInfo
 from .discovery import _this_gpu, find_model, model_roots
+from .installed import _STACK
 from ..features import ideal_time_us, ranker_rows, runtime_feature_matrix
 from .inductor_inputs import (_lowering_node, _operands_key, _symbolic_sizes, _tf32_enabled, output_feeds_pointwise,
                               problem_from_inputs, scaled_op)
@@ -111,7 +109,7 @@ class GemmPruner:
         # never pickled
         self.recorder: Any = None
         # opt-in: decision_observer(choices, scores, is_aten, chosen, problem, kernel_inputs, op_name) for every GEMM
-        # the decide policy settles (benchmarks/zoo/in_program.py: its policy.runner_up is timed in the program);
+        # the decide policy settles (collectors/in_program/collect.py: its policy.runner_up is timed in the program);
         # never pickled
         self.decision_observer: Any = None
         # the ranker scores with the device the model was trained for (its measured peaks and bandwidth)
@@ -144,10 +142,10 @@ class GemmPruner:
         try:
             device = s.device if s.device is not None else _this_gpu()
         except Exception as exc:  # noqa: BLE001 -- a broken CUDA set-up must not break compiling
-            return self._disable("no_model", f"cannot query the GPU ({type(exc).__name__}: {exc}); "
+            return self._disable("no_gpu", f"cannot query the GPU ({type(exc).__name__}: {exc}); "
                                  f"every GEMM: {self._fallback_words()}")
         if device is None:
-            return self._disable("no_model", f"no CUDA device; every GEMM: {self._fallback_words()}")
+            return self._disable("no_gpu", f"no CUDA device; every GEMM: {self._fallback_words()}")
         if s.model is None:
             folder = find_model(device, s.space, allow_similar=s.allow_similar_gpu)
             if folder is None:
@@ -214,8 +212,6 @@ class GemmPruner:
         return self._uuid
 
     def __reduce__(self) -> tuple:
-        from .inductor_integration import _restore_pruner
-
         return _restore_pruner, (self.settings,)
 
     def __copy__(self) -> GemmPruner:
@@ -278,7 +274,7 @@ class GemmPruner:
 
     def stats(self) -> dict[str, Any]:
         """Counters since install: GEMMs seen, pruned or passed through, choices kept/considered, and
-        ``fallbacks`` by reason (no_model, not_cuda, unknown_op, untrained_kind, unknown_template, out_of_distribution,
+        ``fallbacks`` by reason (no_gpu, no_model, not_cuda, unknown_op, untrained_kind, unknown_template, out_of_distribution,
         tf32, low_confidence (widened, may still prune), error, empty, slow), ``overridden`` (benchmark picks replaced,
         ``override_gap``), and the filter's own time per GEMM (``filter_ms_median``, ``filter_ms_max``)."""
         with self._lock:
@@ -496,3 +492,9 @@ class GemmPruner:
             self._stats["hints_kept"] += len(chosen)
         log.debug("gemm-predictor: %s: autotuning hints %s of %s", problem, sorted(chosen), hint_values)
         return chosen
+
+
+def _restore_pruner(settings: HookSettings) -> GemmPruner:
+    """Unpickling (a compile subprocess, a config snapshot): the installed pruner with these settings, or a new one."""
+    same = [entry.pruner for entry in _STACK if entry.pruner.settings == settings]
+    return same[-1] if same else GemmPruner(settings)

@@ -1,7 +1,6 @@
-"""The ``InductorChoices`` subclass Inductor calls for every GEMM's choices, and how a pickled pruner comes back.
+"""The ``InductorChoices`` subclass Inductor calls for every GEMM's choices.
 
-Kept apart from the pruner so that the pruner's logic is testable without Inductor, and so that a pickled pruner
-(a compile subprocess, torch 2.11's config snapshot in the FX-graph cache key) restores through one small function.
+Kept apart from the pruner so that the pruner's logic is testable without Inductor.
 """
 
 from __future__ import annotations
@@ -9,8 +8,6 @@ from __future__ import annotations
 import functools
 import logging
 from typing import Any
-
-from .settings import HookSettings
 
 log = logging.getLogger("predictor.runtime.hook")  # one logger for everything the hook says
 
@@ -45,16 +42,3 @@ def _choices_class() -> type:
 
     PredictorChoices.__module__ = __name__
     return PredictorChoices
-
-
-def _restore_pruner(settings: HookSettings) -> Any:
-    """Unpickling (a compile subprocess, a config snapshot): reuse the installed pruner with these
-    settings, or build one that loads its model on first use."""
-    from .installing import _STACK
-
-    for entry in reversed(_STACK):
-        if entry.pruner.settings == settings:
-            return entry.pruner
-    from .hook import GemmPruner
-
-    return GemmPruner(settings)

@@ -5,27 +5,15 @@ Inductor, in every compiling thread, and taking it out again.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 from collections.abc import Iterator
 from typing import Any
 
 from ..device import DeviceInfo
 from .hook import _STAT_KEYS, SEARCH_SPACE, GemmPruner
+from .installed import _LAST, _STACK, _Installed
 from .policy import ATEN_ALONE_BELOW_US, DECIDE_MIN_GAP
 from .settings import HookSettings
-
-
-@dataclasses.dataclass
-class _Installed:
-    pruner: GemmPruner
-    previous_class: Any
-    previous_space: Any
-    previous_default: Any  # virtualized._choices._default
-
-
-_STACK: list[_Installed] = []
-_LAST: list[GemmPruner] = []  # the most recent pruner, so stats() still answers after uninstall
 
 
 def _drop_cached_choices() -> None:
@@ -86,47 +74,38 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
             override_gap: float | None = None, cutlass_top_k: int | None = None, epilogue_templates: int = 0,
             policy: str = "prune", decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten",
             _device: DeviceInfo | None = None) -> GemmPruner:
-    """Make max-autotune benchmark only the predicted top ``top_k`` candidates of every GEMM.
+    """Make max-autotune benchmark only the ``top_k`` candidates the model ranks first for every GEMM.
 
-    ``model``: a model folder; None picks the shipped model made for this GPU (``find_model``). A model
-    for another GPU, a broken folder or no CUDA device leave compiles untouched, with one warning.
-    ``space``: which candidate list Inductor builds (sets ``max_autotune_gemm_search_space``); the
-    model should have been trained on it. ``keep_aten``: also keep the best-scored aten/cuBLAS choice,
-    the safe fallback, if it is not among the top k; with ``top_k=1, keep_aten=False`` exactly one choice
-    survives and Inductor uses it without benchmarking. ``min_confidence`` (score units): when the
-    score margin between the #1 and #(k+1) candidate is smaller, keep the top 2k instead; and when the
-    model metadata records training ranges (``problem_ranges``) and the problem lies outside them, pass
-    all choices through. None trusts the model everywhere. ``margin``: within the top k keep only
-    candidates scored at most this far below the favourite; ``"auto"`` (default) uses the margin the model
-    was calibrated with on held-out problems (``metadata.json`` ``pruning``), None keeps all k.
-    ``allow_similar_gpu``: without a model for this exact GPU, use one made for a GPU of the same
-    architecture (same cc, SM count, shared memory; e.g. H200 -> H100 SXM), with one warning.
-    ``aten_alone_below_us``: where the model favours aten on a GEMM whose ideal time is below this (us),
-    keep aten alone (no benchmark): Inductor's benchmark overstates cuBLAS on small GEMMs and would pick a
-    slower Triton kernel beside it; None turns this off. ``override_gap`` (torch >= 2.13, which has
-    ``InductorChoices.override_best_choice``): after Inductor benchmarks the kept choices, use the model's
-    favourite instead of the benchmark's pick when the pick scores more than this below it; None (default)
-    always keeps the benchmark's pick. Not measured on a GPU yet (the GPU here runs torch 2.11).
-    ``cutlass_top_k`` (with CUTLASS among ``max_autotune_gemm_backends``): keep only this many CUTLASS kernels
-    (all their swizzles), the analytically best (``predictor.runtime.cutlass``) rather than Inductor's first N; None
-    (default) leaves CUTLASS choices alone. Not measured on a GPU yet. ``epilogue_templates``: when the GEMM's
-    output feeds a pointwise op (bias, activation, residual add; read off the FX graph being lowered), also keep
-    this many best-scored Triton mm templates, so Inductor's epilogue-fusion benchmark can still fuse that op
-    into a template (labels time bare GEMMs and cannot see the saving); 0 (default) keeps none. Off by default
-    until measured on a GPU: Inductor's benchmark overstates cuBLAS on small GEMMs (``aten_alone_below_us``), so
-    a template kept beside it may also be picked unfused where it is slower. ``hints``: with ``config.multi_kernel_hints``
-    set, None keeps the top k of every hint group (scored with M = the hint); ``"predict"`` keeps the top k
-    only for the hints worth autotuning (``predictor.runtime.hints``: at most 3, each adding a kernel the model expects
-    to win somewhere over the hints' span) and the favourite alone for the others (Inductor needs a Triton
-    kernel for every hint in ``config.multi_kernel_hints``; which hints exist is that global setting).
-    ``policy``: ``"prune"`` keeps the top k (and the rules above) for Inductor to benchmark; ``"decide"`` keeps
-    exactly one choice per GEMM, used without any benchmark: the model's favourite non-aten choice where its score
-    minus the best aten choice's is at least ``decide_gap`` (negative: it may trail) on a kind of problem it was
-    trained on, else aten (``predictor.runtime.policy``;
-    ``predictor.compile`` uses it). ``fallback``: what a GEMM keeps when the hook cannot rank it (an op or
-    template it does not know, no model for this GPU, any error): ``"aten"`` (default) the aten choice alone, as
-    plain ``torch.compile`` runs it; ``"full"`` Inductor's whole list (stock max-autotune). ``_device``: tests
-    only, pretend this is the GPU (and prune GEMMs of any device type).
+    Anything the hook cannot handle (no CUDA device, a model for another GPU, an unknown op, any error) leaves
+    that GEMM as ``fallback`` says, with one warning: a compile never fails because of the hook.
+
+    Args:
+        model: a model folder; None picks the shipped model made for this GPU (``find_model``).
+        top_k: candidates kept per GEMM for Inductor to benchmark.
+        space: the candidate list Inductor builds (``max_autotune_gemm_search_space``); match the model's.
+        keep_aten: also keep the best-scored aten (cuBLAS) choice, the safe fallback.
+        min_confidence: in score units (the ranker's output; higher is faster), keep 2k when #1 leads #(k+1) by
+            less, and pass everything through outside the model's training ranges; None trusts the model.
+        margin: keep only candidates within this score of the favourite; "auto" uses the margin calibrated on
+            held-out problems (``metadata.json`` ``pruning``); None keeps all k.
+        allow_similar_gpu: without a model for this exact GPU, use one for the same architecture (cc, SM count,
+            shared memory), with one warning.
+        aten_alone_below_us: keep aten alone where the model favours it and the GEMM's ideal time is below this;
+            Inductor's benchmark overstates cuBLAS on small GEMMs and would pick a slower Triton kernel beside it.
+        override_gap: torch >= 2.13 only; replace the benchmark's pick by the model's favourite when the pick
+            scores more than this below it. None keeps the pick. Not yet timed on a GPU.
+        cutlass_top_k: keep only this many CUTLASS kernels, the analytically best (``runtime.cutlass``).
+        epilogue_templates: where the output feeds a pointwise op, also keep this many Triton templates so the
+            op can be fused into one (labels time bare GEMMs and cannot see that saving). Off until timed.
+        hints: with ``config.multi_kernel_hints``, "predict" autotunes only the hints the model expects to win
+            (``runtime.hints``); None autotunes every hint group.
+        policy: "prune" keeps the top k for Inductor to benchmark; "decide" keeps one choice per GEMM with no
+            benchmark (``runtime.policy``; what ``predictor.compile`` uses).
+        decide_gap: "decide" takes the model's favourite Triton choice when its score minus aten's is at least
+            this (negative: it may trail), else aten.
+        fallback: what an unrankable GEMM keeps: "aten" (as plain ``torch.compile``) or "full" (stock
+            max-autotune).
+        _device: tests only; pretend this is the GPU.
 
     Returns the pruner (``.stats()``, ``.uuid()``); ``uninstall()`` restores the previous settings."""
     settings = HookSettings(model=None if model is None else str(model), top_k=top_k, space=space,

@@ -20,16 +20,11 @@ import numpy as np
 
 from ..problem import SCALED_OPS
 
-# Score gap (LambdaRank units) by which the model's favourite non-aten candidate must beat the best aten one
-# before the hook picks it over cuBLAS; negative: cuBLAS must lead the favourite Triton kernel by more than that to
-# be kept. Negative because the labels time bare GEMMs, and in the program a Triton template also takes the GEMM's
-# bias/activation/residual epilogue and sees the program's cache state. -2.5 from in-program measurements on the H100
-# (each decision's two sides timed as whole steps, python -m benchmarks.zoo.in_program --paired): a depth-2 tree
-# fitted on 157 decisions of sampled context blocks (datasets/nvidia-h100/CONTEXT.md) split at -2.7 and, on the
-# zoo's 89 decisions it never saw, reached 93.3% within 1% of the faster side (89.9% at -1.5); leaving one program out
-# of all 246, -2.5 is chosen in every fold. The price out of the program: on isolated bare-GEMM labels the policy
-# oracle is 0.954 against 0.983 at -1.5, so a program whose GEMMs feed no epilogue can lose (decide_gap=-1.5 in
-# predictor.compile). History and figures: docs/FINDINGS.md 27, 30, 34-38.
+# The decide policy takes the model's favourite Triton candidate over cuBLAS unless cuBLAS's score (LambdaRank units:
+# higher is predicted faster) leads it by more than this. Negative because the labels time bare GEMMs, while in the
+# program a Triton template also absorbs the GEMM's bias/activation/residual epilogue, so near ties favour Triton.
+# Chosen from whole-step timings of each decision's two sides (python -m collectors.in_program.collect --paired);
+# figures and the cost on bare-GEMM labels: docs/FINDINGS.md, findings 27, 30 and 34-38.
 DECIDE_MIN_GAP = -2.5
 
 # int8/fp8 GEMMs: the negative margin has no in-program evidence there (every GEMM measured in the program was fp16,
@@ -38,10 +33,8 @@ QUANTIZED_OPS = ("int_mm", *SCALED_OPS)
 
 
 # Few rows, long K (decode-sized down projections, single-token attention over a long context): cuBLAS splits K
-# across the SMs, the Triton mm template does not. In whole steps (H100, session 11) Triton was slower in 7 of the 10
-# such GEMMs (m <= 256, k > 3072) a -1.5 gap sent to it, by 2.3% of the step on average and up to 6.8%; the tree
-# above split on k by itself (datasets/nvidia-h100/CONTEXT.md). Such a GEMM keeps cuBLAS unless the model favours
-# Triton by SMALL_M_LONG_K_GAP, the gap the policy used before any in-program evidence.
+# across the SMs and the Triton mm template does not, so such a GEMM keeps cuBLAS unless the model favours Triton by
+# SMALL_M_LONG_K_GAP (whole-step timings: datasets/nvidia-h100/CONTEXT.md, docs/FINDINGS.md finding 36).
 SMALL_M_LONG_K = (256, 3072)  # (largest m, k above which)
 SMALL_M_LONG_K_GAP = 2.0
 
@@ -165,7 +158,7 @@ def runner_up(scores: np.ndarray, is_aten: Sequence[bool], chosen: int) -> tuple
     The alternative is the best aten candidate when ``chosen`` is not aten, else the model's favourite non-aten
     (Triton/decompose-K) candidate; ``gap`` = favourite non-aten score - best aten score (what ``min_gap`` is
     compared with). ``(None, None)`` when one side has no candidate. Why: timing the program with the other side
-    of each decision is how the in-program benchmark checks the policy (benchmarks/zoo/in_program.py)."""
+    of each decision is how the in-program benchmark checks the policy (collectors/in_program/collect.py)."""
     scores = np.asarray(scores, dtype=float)
     is_aten = np.asarray(is_aten, dtype=bool)
     if is_aten.all() or not is_aten.any():

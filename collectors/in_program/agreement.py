@@ -1,7 +1,7 @@
 """The in-program figure (issue 15, item 3): from the runs of ``in_program.py`` and its recorded decision tables, per
 flipped GEMM whether the hook's pick is within ``TOLERANCE`` of the faster side in the whole step, and the share.
 
-    python -m benchmarks.zoo.in_program --out OUT/in_program --report-only     # writes agreement.json / .md
+    python -m collectors.in_program.collect --out OUT/in_program --report-only     # writes agreement.json / .md
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from .worker import write_json
+from benchmarks.zoo.worker import write_json
 
 TOLERANCE = 0.01
 # A paired flip whose per-round ratios spread wider than this (interquartile range) cannot tell a 1% difference:

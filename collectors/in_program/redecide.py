@@ -1,16 +1,16 @@
 """What another model or decide gap would have chosen on the GEMMs the in-program harness measured, and the
 agreement it would have reached (CPU only; both sides of every flipped GEMM were timed in the program).
 
-    python -m benchmarks.zoo.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program --gap -1.5
-    python -m benchmarks.zoo.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program \\
+    python -m collectors.in_program.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program --gap -1.5
+    python -m collectors.in_program.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program \\
         --model models/h100-default-lgbm --gap 2.0
-    python -m benchmarks.zoo.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program \\
+    python -m collectors.in_program.redecide --inprog docs/benchmarks/zoo/nvidia-h100/in_program \\
         --inprog docs/benchmarks/zoo/nvidia-h100/in_program/held_out_set2 --gap -1.5 --lomo
 
 Without ``--model``, each GEMM's side follows from the score gap recorded in the program (the model that ran
 there): Triton/decompose-K when it is at least ``policy.decide_gap_for`` of ``--gap`` (the shipped floors: 0.0 for
 int8/fp8, 2.0 for few rows with a long K); ``--gap-only`` compares with ``--gap`` alone (the policy before
-session 11). With ``--model``: for each flipped GEMM of
+the gap -2.5 runs). With ``--model``: for each flipped GEMM of
 ``agreement.json`` it rebuilds the candidate list from ``predictor.spaces`` (the installed
 torch's lists: on another torch than the GPU's, a candidate may differ from the one Inductor offered), scores it
 with ``--model`` and takes ``policy.decide_one`` at ``--gap``. A GEMM whose decision lands on the other side
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", help="comma-separated: only these zoo models' GEMMs")
     p.add_argument("--lomo", action="store_true", help="also the leave-one-model-out agreement of choosing the gap")
     p.add_argument("--gap-only", action="store_true",
-                   help="recorded gaps against --gap alone, without the policy's floors (the policy before session 11)")
+                   help="recorded gaps against --gap alone, without the policy's floors (the policy before the gap -2.5 runs)")
     args = p.parse_args(argv)
     summary = pooled(args.inprog)
     models = set(args.models.split(",")) if args.models else None

@@ -1,8 +1,8 @@
 """The context dataset: in-program decisions as labelled rows, and what a small tree learns from them.
 
-    python -m benchmarks.zoo.context_dataset --inprog docs/benchmarks/zoo/nvidia-h100/in_program/context_blocks \\
+    python -m collectors.in_program.context_dataset --inprog docs/benchmarks/zoo/nvidia-h100/in_program/context_blocks \\
         --out datasets/nvidia-h100/context.parquet
-    python -m benchmarks.zoo.context_dataset --fit datasets/nvidia-h100/context.parquet \\
+    python -m collectors.in_program.context_dataset --fit datasets/nvidia-h100/context.parquet \\
         --test docs/benchmarks/zoo/nvidia-h100/in_program --test docs/benchmarks/zoo/nvidia-h100/in_program/held_out_set2
 
 A row is one GEMM (a problem key; repeated layers flip together) of a program the in-program harness timed with
@@ -15,7 +15,7 @@ edited: the rows are ``agreement.json``'s, with the problem's fields and the mea
 Triton is faster from the recorded score gap, log2 m/n/k, the ideal time, fp32 and whether the output feeds a
 pointwise op, weighted by |gain|; it prints the tree and the in-program agreement it reaches on the ``--test``
 folders' GEMMs (never trained on), beside the shipped policy's (``policy.decide_gap_for`` at ``DECIDE_MIN_GAP``) and
-the gap alone at -1.5 (the policy of sessions 9-10). Offline code: pandas and scikit-learn.
+the gap alone at -1.5 (the policy of the gap -1.5 runs). Offline code: pandas and scikit-learn.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def fit(train: pd.DataFrame, test: pd.DataFrame, depth: int) -> str:
     tree.fit(features(train), train.triton_gain > 0, sample_weight=train.triton_gain.abs().clip(0.002, 0.2))
     lines = [export_text(tree, feature_names=list(FEATURES)).rstrip(), "",
              "| rule | train (context, %d GEMMs) | test (%d GEMMs) |" % (len(train), len(test)), "|---|---|---|"]
-    for name, side in [("the gap alone at -1.5 (sessions 9-10)", lambda d: shipped_policy(d, -1.5, gap_only=True)),
+    for name, side in [("the gap alone at -1.5 (the gap -1.5 runs)", lambda d: shipped_policy(d, -1.5, gap_only=True)),
                        (f"shipped policy (decide_gap_for at {DECIDE_MIN_GAP})", shipped_policy),
                        (f"depth-{depth} tree fitted on the context rows", lambda d: tree.predict(features(d)))]:
         lines.append(f"| {name} | {agreement(train, side(train)):.1%} | {agreement(test, side(test)):.1%} |")
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             p.error("--inprog needs --out")
         for folder in args.inprog:
             if not (Path(folder) / "agreement.json").is_file():
-                p.error(f"{folder}: no agreement.json (run python -m benchmarks.zoo.in_program --report-only first)")
+                p.error(f"{folder}: no agreement.json (run python -m collectors.in_program.collect --report-only first)")
         df = pd.concat([rows_of(f) for f in args.inprog], ignore_index=True)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         write_context(df, args.out, args.inprog)

@@ -1,9 +1,9 @@
 """In-program agreement (issue 15, item 3): is the hook's pick within 1% of the better side of each decision,
 timed as the whole step of a zoo model?
 
-    PYTHONUNBUFFERED=1 python -m benchmarks.zoo.in_program --models gpt2-decode,whisper-base,llama-train \\
+    PYTHONUNBUFFERED=1 python -m collectors.in_program.collect --models gpt2-decode,whisper-base,llama-train \\
         --out OUT/in_program --max-gemms 8 --noise-repeats 3 --run-timeout 240 --budget-s 540   # rerun to continue
-    python -m benchmarks.zoo.in_program --out OUT/in_program --report-only
+    python -m collectors.in_program.collect --out OUT/in_program --report-only
 
 Per model, every run in a fresh process with empty Inductor/Triton caches (as ``run.py``'s workers):
 
@@ -21,7 +21,7 @@ Per model, every run in a fresh process with empty Inductor/Triton caches (as ``
    with the same GEMM flip together, as the hook decides them together.
 
 A GEMM agrees when the hook's step time (median of the base runs) is within 1% of the better of the two
-(``in_program_agreement.py`` computes the figure). ``OUT/results.json`` is a list of records keyed (model, run), rewritten atomically after every run (GPU,
+(``agreement.py`` computes the figure). ``OUT/results.json`` is a list of records keyed (model, run), rewritten atomically after every run (GPU,
 torch, triton in each); a rerun skips recorded runs (``--retry-failed`` redoes errors and timeouts).
 ``OUT/agreement.json``/``.md``: the figure and the per-GEMM table. ``--lanes N`` runs N processes at once on
 the one GPU; only their compiles overlap (the timed part holds ``OUT/gpu.lock``), and the base runs' spread
@@ -51,11 +51,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from .in_program_agreement import report
-from .worker import GPU_LOCK_ENV, environment, one_line, write_json
+from benchmarks.zoo.worker import GPU_LOCK_ENV, environment, one_line, write_json
 
-log = logging.getLogger("zoo.in_program")
+from .agreement import report
+
+log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
+# each phase in a process group of its own, so a timeout kills its compile workers too
+OWN_PROCESS_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 SCHEMA_VERSION = 1
 RETRYABLE = ("error", "timeout")
 
@@ -167,7 +170,7 @@ def phase_record(model: str, repeats: int, table_out: Path) -> dict[str, Any]:
     from predictor.offline.export import DecisionRecorder
     from predictor.runtime import installing
 
-    from . import models, worker
+    from benchmarks.zoo import models, worker
 
     zm = models.get(model)
     recorder, alternatives, holder = DecisionRecorder(), AlternativeLog(), {}
@@ -217,7 +220,7 @@ def phase_time(model: str, run: str, repeats: int, table_path: Path) -> dict[str
 
     from benchmarks.export_check import table_choices_class
 
-    from . import models, worker
+    from benchmarks.zoo import models, worker
 
     doc = json.loads(table_path.read_text())
     table, record = doc["table"], {}
@@ -246,7 +249,7 @@ def phase_paired(model: str, repeats: int, table_path: Path, max_gemms: int, rou
 
     from benchmarks.export_check import table_choices_class
 
-    from . import models, worker
+    from benchmarks.zoo import models, worker
 
     zm = models.get(model)
     if zm.kind != "infer":
@@ -326,12 +329,12 @@ def spawn(model: str, run: str, out: Path, repeats: int, timeout: float, max_gem
            "PYTHONUNBUFFERED": "1", GPU_LOCK_ENV: str(out / "gpu.lock")}
     log_path = out / "logs" / re.sub(r"[^A-Za-z0-9._-]+", "_", f"{model}__{run}.log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "benchmarks.zoo.in_program", "--phase", "--out", str(out), "--model", model,
+    cmd = [sys.executable, "-m", "collectors.in_program.collect", "--phase", "--out", str(out), "--model", model,
            "--run", run, "--repeats", str(repeats), "--table", str(out / "tables" / f"{model}.json"),
            "--json-out", str(tmp / "record.json"), "--max-gemms", str(max_gemms), "--rounds", str(rounds)]
     t0 = time.monotonic()
     with open(log_path, "w") as logf:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=logf, stderr=subprocess.STDOUT, **OWN_PROCESS_GROUP)
         try:
             proc.wait(timeout=max(timeout, 1.0))
         except subprocess.TimeoutExpired:
@@ -350,7 +353,7 @@ def run_all(names: list[str], out: Path, args: argparse.Namespace) -> None:
     """Every model's missing runs, ``args.lanes`` at a time: first the ``record`` runs (they write the tables the
     other runs read), then all ``base``/``flip`` runs. Results are saved after every run; no run starts after the
     budget, and one the budget cut short is not recorded (the next call redoes it)."""
-    from . import models
+    from benchmarks.zoo import models
 
     deadline = time.monotonic() + args.budget_s if args.budget_s is not None else None
     results = out / "results.json"
@@ -415,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
-        from . import models
+        from benchmarks.zoo import models
         from .context_blocks import sampled_names
 
         names = [m.strip() for m in args.models.split(",") if m.strip()] + sampled_names(args.context_sample)
