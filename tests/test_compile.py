@@ -32,11 +32,14 @@ def _mlp() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 8))
 
 
-@pytest.mark.parametrize(("cudagraphs", "grad", "trees"), [("auto", True, True), ("auto", False, False),
+@pytest.mark.parametrize(("cudagraphs", "grad", "trees"), [(None, True, True), (None, False, True),
+                                                          ("training", True, True), ("training", False, False),
                                                           (False, True, False), (True, False, True)])
-def test_cuda_graph_trees_for_training_graphs_only_by_default(recorded, cudagraphs, grad, trees):
+def test_cuda_graph_trees_on_every_graph_by_default(recorded, cudagraphs, grad, trees):
+    """As called (a user's own loop), inference graphs need the trees as much as training graphs do."""
     model, x = _mlp(), torch.randn(4, 8)
-    compiled = predictor.compile(model, cudagraphs=cudagraphs)
+    kwargs = {} if cudagraphs is None else {"cudagraphs": cudagraphs}
+    compiled = predictor.compile(model, **kwargs)
     with torch.set_grad_enabled(grad):
         out = compiled(x)
     torch.testing.assert_close(out, model(x))
@@ -49,7 +52,7 @@ def test_cuda_graph_trees_for_training_graphs_only_by_default(recorded, cudagrap
 
 def test_the_backend_is_torch_compiles_own_inductor_wrapper():
     """Dynamo treats it as Inductor (cache keys, dynamo.reset clearing the CUDA graph trees, CUPTI settings)."""
-    backend = compiling._inductor_backend(dict(compiling.RECOMMENDED_OPTIONS), "auto")
+    backend = compiling._inductor_backend(dict(compiling.RECOMMENDED_OPTIONS), True)
     assert isinstance(backend, torch._TorchCompileInductorWrapper) and backend.compiler_name == "inductor"
     assert backend.config["max_autotune_gemm"] is True
 
@@ -61,7 +64,8 @@ def test_user_options_win_and_bad_arguments_are_refused_in_one_line(recorded):
     assert recorded[-1]["max_autotune_gemm"] is False and recorded[-1]["triton.cudagraphs"] is True
     predictor.uninstall()
     for kwargs, words in (({"mode": "max-autotune"}, "not mode="), ({"backend": "eager"}, "not backend="),
-                          ({"cudagraphs": "yes"}, "cudagraphs must be"),
+                          ({"cudagraphs": "yes"}, "cudagraphs must be"), ({"cudagraphs": "auto"}, "cudagraphs must be"),
+                          ({"tune": 0}, "tune must be"), ({"tune": True}, "tune must be"),
                           ({"options": {"no_such_option": 1}}, "no_such_option")):
         with pytest.raises(ValueError, match=words) as info:
             predictor.compile(model, **kwargs)
@@ -75,7 +79,7 @@ def test_compiling_twice_with_the_same_settings_shares_one_hook(recorded):
     assert len(installing._STACK) == 1 and installing._STACK[-1].pruner.settings == compiling.recommended_settings()
 
 
-@pytest.mark.parametrize("cudagraphs", ["auto", False])
+@pytest.mark.parametrize("cudagraphs", [True, False])
 def test_accumulated_gradients_get_memory_of_their_own_before_each_forward(recorded, cudagraphs):
     """Under CUDA graph trees a gradient autograd took over from a backward's output would be overwritten by the
     next forward's replay; the compiled module moves it into its own memory once, then accumulates in place."""
@@ -168,3 +172,55 @@ def test_one_by_one_convolutions_stay_convolutions_as_under_plain_compile():
         torch._dynamo.reset()
         while installing._STACK:
             predictor.uninstall()
+
+
+def test_tune_keeps_the_models_top_k_and_cublas_for_inductors_benchmark(recorded):
+    """tune=K: the hook prunes to the model's top K (cuBLAS kept beside them) and Inductor's benchmark picks; the
+    default decides one kernel per GEMM."""
+    default, tuned = compiling.recommended_settings(), compiling.recommended_settings(tune=3)
+    assert (default.policy, default.top_k, default.keep_aten) == ("decide", 1, False)
+    assert (tuned.policy, tuned.top_k, tuned.keep_aten) == ("prune", 3, True)
+    predictor.compile(_mlp(), tune=3)
+    assert installing._STACK[-1].pruner.settings == tuned
+
+
+def test_capture_aware_cudagraphify_runs_the_plain_kernels_inside_a_callers_capture(monkeypatch):
+    """Outside a capture the trees run; inside the caller's torch.cuda.graph capture the plain kernels do (so the
+    caller's graph captures them). Inductor's cudagraphify is restored afterwards."""
+    from torch._inductor import compile_fx
+
+    calls: list[str] = []
+    original = compile_fx.cudagraphify
+    monkeypatch.setattr(compile_fx, "cudagraphify", lambda model, *a, **k: (lambda inputs: calls.append("trees")))
+    patched = compile_fx.cudagraphify
+    with compiling._capture_aware_cudagraphify():
+        run = compile_fx.cudagraphify(lambda inputs: calls.append("plain"), (), device_index=0)
+        with compiling._capture_aware_cudagraphify():  # nested compiles wrap once
+            assert compile_fx.cudagraphify is not patched
+    assert compile_fx.cudagraphify is patched and patched is not original
+    capturing = [False]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    run([])
+    capturing[0] = True
+    run([])
+    assert calls == ["trees", "plain"]
+
+
+def test_named_backend_refuses_an_unknown_mode_and_installs_the_hook(recorded):
+    """torch.compile(model, backend="gemm_predictor", mode=...) as transformers' generate passes it."""
+    from predictor.runtime.backend import MODES, gemm_predictor, register
+
+    register()
+    model, x = _mlp(), torch.randn(4, 8)
+    with torch.no_grad():
+        out = torch.compile(model, backend="gemm_predictor", mode="reduce-overhead")(x)
+    torch.testing.assert_close(out, model(x))
+    assert recorded[-1]["triton.cudagraphs"] is True and recorded[-1]["max_autotune_gemm"] is True
+    assert installing._STACK[-1].pruner.settings == compiling.recommended_settings()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(model, backend="gemm_predictor", mode="max-autotune-no-cudagraphs")(x)
+    assert recorded[-1]["triton.cudagraphs"] is False
+    assert installing._STACK[-1].pruner.settings == compiling.recommended_settings(tune=MODES["max-autotune"]["tune"])
+    with pytest.raises(ValueError, match="unknown mode 'fastest'"):
+        gemm_predictor(None, [], mode="fastest")

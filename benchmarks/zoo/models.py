@@ -134,7 +134,7 @@ def _bert_config(**kw: Any):
                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kw)
 
 
-# Held-out architectures (session 9): added after the decide policy was fixed, never used to tune it; they check
+# Held-out architectures, first set: added after the decide policy was fixed, never used to tune it; they check
 # that the hook generalises to layer shapes, fusions and widths the labels and the other zoo models do not have.
 def _mistral_config(**kw: Any):
     from transformers import MistralConfig  # Mistral-7B widths: 4096/14336, 32 heads, 8 kv
@@ -170,7 +170,7 @@ def _t5_encoder(device: torch.device, dtype: torch.dtype | None = None):
     return HFOut(model, ("input_ids",), "last_hidden_state"), (_ids(32128, (8, 256), device),), "forward"
 
 
-# Held-out architectures, second set (session 10): added after DECIDE_MIN_GAP = -1.5 was fixed and never used to
+# Held-out architectures, second set: added after DECIDE_MIN_GAP = -1.5 was fixed and never used to
 # tune anything. New here: head_dim 256 with one kv head and GeGLU (Gemma), q/k norms and 64-token decode (Qwen3),
 # 257-token images (CLIP ViT-L/14), a conv feature encoder feeding a transformer (wav2vec2), an encoder-decoder
 # training step (BART).
@@ -220,7 +220,7 @@ def _bart_train(device: torch.device, dtype: torch.dtype | None = None, **kw: An
     return HFOut(model, ("input_ids", "labels"), "loss"), (ids, labels), "loss"
 
 
-# Held-out architectures, third set (session 12): added after the session-11 policy (decide gap -2.5, the long-K
+# Held-out architectures, third set: added after the policy (decide gap -2.5, the long-K
 # floor) and the convolution fix were fixed, never used to tune anything. New here: a hidden width that is not a
 # multiple of 128 with multi-query attention and a parallel block (Falcon), disentangled relative attention
 # (DeBERTa-v2), a GELU decoder with biases and 64-row fp16 decode (StarCoder2), depthwise-separable convolutions

@@ -1,9 +1,13 @@
-"""Tables and a plot from zoo records: each mode judged per model against plain torch.compile and against the
-better of plain and full max-autotune (what a user would otherwise pick), speed vs compile time.
+"""Tables and a plot from zoo records: each mode judged per model against plain torch.compile and against the best
+stock torch.compile mode timed the same way (what a user would otherwise pick), speed vs compile time.
 
-``summarize`` holds every figure (the README's come from it); ``write_report`` writes results.md and
-speed_vs_compile.png. A mode's own figures count only its correct runs (status "ok"); the baselines (plain,
-max-autotune) count whenever they were timed (status "ok" or "wrong").
+Fair peers: inference steps are compared by one outer CUDA-graph replay (``timing == "cudagraph-replay"``) among
+``REPLAY_PEERS``; a record timed any other way (stock CUDA graph trees, direct calls) never enters that comparison.
+As called (the user's own loop, ``called_ms``), inference is compared with the best of ``CALLED_PEERS``, the stock
+modes that install CUDA graph trees. Training steps (eager step with backward and optimizer) are compared among
+``TRAIN_PEERS``. ``summarize`` holds every figure (the README's come from it); ``write_report`` writes results.md and
+speed_vs_compile.png. A mode's own figures count only its correct runs (status "ok"); the peers count whenever they
+were timed (status "ok" or "wrong").
 
 A model and mode may have several records: repeated runs, each in its own process (``run.py --add-runs``). Their
 figures are the medians of the timed runs. Why: two separate processes of the same model and mode differ by up
@@ -22,6 +26,10 @@ from typing import Any
 
 log = logging.getLogger("zoo.report")
 TIMED = ("ok", "wrong")
+REPLAY = "cudagraph-replay"
+REPLAY_PEERS = ("plain", "ma-no-cudagraphs", "coordinate-descent")
+CALLED_PEERS = ("max-autotune", "cudagraphs")
+TRAIN_PEERS = ("plain", "cudagraphs", "max-autotune")
 GROUPS = (("vendor_gemm", "gemm"), ("triton_template", "tem"), ("triton", "triton"), ("other", "other"))
 
 
@@ -36,7 +44,7 @@ def _ratio(a: Any, b: Any) -> float | None:
 
 
 def _order(modes: list[str]) -> list[str]:
-    first = [m for m in ("plain", "max-autotune") if m in modes]
+    first = [m for m in ("plain", "ma-no-cudagraphs", "coordinate-descent", "cudagraphs", "max-autotune") if m in modes]
     return first + [m for m in modes if m not in first]
 
 
@@ -48,8 +56,10 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
         return {**runs[-1], "runs": len(runs)}
     steps = [r["step_ms"] for r in timed]
     compiles = [r["compile_s"] for r in timed if r.get("compile_s")]
+    called = [r["called_ms"] for r in timed if r.get("called_ms")]
     ok = [r for r in timed if r.get("status") == "ok"]
     return {**(ok or timed)[-1], "runs": len(runs), "step_ms": statistics.median(steps),
+            "called_ms": statistics.median(called) if called else None,
             "compile_s": statistics.median(compiles) if compiles else None, "step_ms_min": min(steps),
             "step_ms_max": max(steps), "status": "ok" if ok else timed[-1]["status"]}
 
@@ -62,27 +72,59 @@ def pooled_records(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[
     return {key: _pooled(runs) for key, runs in groups.items()}
 
 
+def called_ms(r: dict[str, Any]) -> float | None:
+    """An inference record's time as called: ``called_ms``, or for records without it the direct calls they were
+    timed by (stock trees: ``step_ms``; older records: ``eager_launch_ms``)."""
+    if r.get("called_ms"):
+        return r["called_ms"]
+    if r.get("timing") == "cudagraph-trees":
+        return r.get("step_ms")
+    return r.get("eager_launch_ms")
+
+
+def best_stock(runs: dict[str, dict[str, Any]], kind: str | None) -> dict[str, Any]:
+    """The best stock mode of one model, timed alike: ``step`` (ms) and ``step_mode`` by outer replay among
+    REPLAY_PEERS (inference) or by eager step among TRAIN_PEERS (training); ``called`` and ``called_mode`` among
+    CALLED_PEERS as called (inference). None where no peer was timed that way."""
+    timed = {m: r for m, r in runs.items() if r.get("status") in TIMED and r.get("step_ms")}
+    if kind == "train":
+        steps = {m: timed[m]["step_ms"] for m in TRAIN_PEERS if m in timed}
+        called: dict[str, float] = {}
+    else:
+        steps = {m: timed[m]["step_ms"] for m in REPLAY_PEERS if m in timed and timed[m].get("timing") == REPLAY}
+        called = {m: called_ms(timed[m]) for m in CALLED_PEERS if m in timed and called_ms(timed[m])}
+    step_mode = min(steps, key=steps.get) if steps else None
+    called_mode = min(called, key=called.get) if called else None
+    return {"step": steps.get(step_mode), "step_mode": step_mode, "called": called.get(called_mode),
+            "called_mode": called_mode}
+
+
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per model and mode: compile_s, step_ms, speed_vs_plain (plain step / step), speed_vs_best (best of plain
-    and max-autotune step / step), compile_vs_plain (compile_s / plain compile_s), runs. Per mode: geomean and min
-    of speed_vs_best, geomean of speed_vs_plain, geomean and max of compile_vs_plain, number of models. Repeated
-    runs of a model and mode count by their medians (``pooled_records``)."""
+    """Per model and mode: compile_s, step_ms, speed_vs_plain (plain step / step), speed_vs_best (the best stock
+    mode's step / step, timed alike: ``best_stock``; None for a record timed otherwise), called_vs_best (as called:
+    the best of CALLED_PEERS / this mode's called_ms), compile_vs_plain, runs. Per mode: geomeans and minima of
+    those. Repeated runs of a model and mode count by their medians (``pooled_records``)."""
     by_model: dict[str, dict[str, dict[str, Any]]] = {}
     for (model, mode), r in pooled_records(records).items():
         by_model.setdefault(model, {})[mode] = r
     mode_names = _order(list(dict.fromkeys(r["mode"] for r in records)))
     models: dict[str, dict[str, dict[str, Any]]] = {}
+    best: dict[str, dict[str, Any]] = {}
     for model, runs in by_model.items():
         timed = {m: r for m, r in runs.items() if r.get("status") in TIMED and r.get("step_ms")}
         plain = timed.get("plain", {})
-        baselines = [timed[m]["step_ms"] for m in ("plain", "max-autotune") if m in timed]
-        best = min(baselines) if baselines else None
+        kind = next((r.get("kind") for r in runs.values() if r.get("kind")), None)
+        best[model] = best_stock(runs, kind)
         models[model] = {}
         for mode, r in runs.items():
+            alike = kind == "train" or r.get("timing") == REPLAY
+            plain_alike = plain if (kind == "train" or plain.get("timing") == r.get("timing")) else {}
             models[model][mode] = {
                 "status": r.get("status"), "correct": r.get("correct"), "compile_s": r.get("compile_s"),
-                "step_ms": r.get("step_ms"), "speed_vs_plain": _ratio(plain.get("step_ms"), r.get("step_ms")),
-                "speed_vs_best": _ratio(best, r.get("step_ms")),
+                "step_ms": r.get("step_ms"), "timing": r.get("timing"), "called_ms": called_ms(r) if kind != "train" else None,
+                "speed_vs_plain": _ratio(plain_alike.get("step_ms"), r.get("step_ms")),
+                "speed_vs_best": _ratio(best[model]["step"], r.get("step_ms")) if alike else None,
+                "called_vs_best": (_ratio(best[model]["called"], called_ms(r)) if kind != "train" else None),
                 "compile_vs_plain": _ratio(r.get("compile_s"), plain.get("compile_s")), "runs": r["runs"]}
     per_mode: dict[str, dict[str, Any]] = {}
     for mode in mode_names:
@@ -90,14 +132,16 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         ok = [row for row in rows if row["status"] == "ok"]
         vs_plain = [row["speed_vs_plain"] for row in ok if row["speed_vs_plain"]]
         vs_best = [row["speed_vs_best"] for row in ok if row["speed_vs_best"]]
+        vs_called = [row["called_vs_best"] for row in ok if row["called_vs_best"]]
         compile_ratio = [row["compile_vs_plain"] for row in ok if row["compile_vs_plain"]]
         per_mode[mode] = {
             "geomean_speed_vs_plain": geomean(vs_plain), "geomean_speed_vs_best": geomean(vs_best),
-            "min_speed_vs_best": min(vs_best) if vs_best else None,
-            "geomean_compile_vs_plain": geomean(compile_ratio),
+            "min_speed_vs_best": min(vs_best) if vs_best else None, "models_vs_best": len(vs_best),
+            "geomean_called_vs_best": geomean(vs_called), "min_called_vs_best": min(vs_called) if vs_called else None,
+            "models_called": len(vs_called), "geomean_compile_vs_plain": geomean(compile_ratio),
             "max_compile_vs_plain": max(compile_ratio) if compile_ratio else None,
             "models": len(vs_plain), "runs": len(rows), "not_ok": len(rows) - len(ok)}
-    return {"models": models, "modes": per_mode, "mode_order": mode_names}
+    return {"models": models, "modes": per_mode, "mode_order": mode_names, "best": best}
 
 
 def model_groups(records: list[dict[str, Any]]) -> dict[str, list[str]]:
@@ -118,8 +162,8 @@ def model_groups(records: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 def group_figures(summary: dict[str, Any], groups: dict[str, list[str]], mode: str) -> dict[str, dict[str, Any]]:
     """Per group, ``mode``'s figures over the group's models where the mode ran correctly: models, geomean speed
-    vs plain, the worst speed vs the better of plain and max-autotune (and its model), geomean and max compile vs
-    plain. Groups where the mode has no correct run are left out."""
+    vs plain, geomean and worst speed vs the best stock mode timed alike (and its model), geomean as called vs the
+    best stock trees, geomean and max compile vs plain. Groups where the mode has no correct run are left out."""
     out: dict[str, dict[str, Any]] = {}
     for name, members in groups.items():
         rows = {m: summary["models"][m][mode] for m in members
@@ -127,9 +171,12 @@ def group_figures(summary: dict[str, Any], groups: dict[str, list[str]], mode: s
         vs_plain = [r["speed_vs_plain"] for r in rows.values() if r["speed_vs_plain"]]
         if not vs_plain:
             continue
-        worst = min((r["speed_vs_best"], m) for m, r in rows.items() if r["speed_vs_best"])
+        worst = min(((r["speed_vs_best"], m) for m, r in rows.items() if r["speed_vs_best"]), default=(None, "-"))
         compiles = [r["compile_vs_plain"] for r in rows.values() if r["compile_vs_plain"]]
         out[name] = {"models": len(vs_plain), "geomean_speed_vs_plain": geomean(vs_plain),
+                     "geomean_speed_vs_best": geomean([r["speed_vs_best"] for r in rows.values() if r["speed_vs_best"]]),
+                     "geomean_called_vs_best": geomean([r["called_vs_best"] for r in rows.values()
+                                                        if r["called_vs_best"]]),
                      "min_speed_vs_best": worst[0], "worst_model": worst[1],
                      "geomean_compile_vs_plain": geomean(compiles), "max_compile_vs_plain": max(compiles, default=None)}
     return out
@@ -206,36 +253,49 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
              f"{_versions(records, 'timm')} · python {_versions(records, 'python')}", ""]
     if commands:
         lines += ["```", *commands, "```", ""]
-    lines += ["Speed = plain step time / this step time (> 1 is faster); best = the better of plain and "
-              "max-autotune for that model. Step: inference replayed in a CUDA graph (cudagraph-replay) or by "
-              "cudagraph trees; training an eager step with backward and AdamW. Geomeans count a mode's correct "
-              "runs only; a mode run several times (separate processes) counts by its median step and compile time.", "",
+    lines += ["Speeds are step-time ratios (> 1: faster); compile ratios are compile-time ratios (< 1: faster). "
+              "vs best stock = the best stock mode's step / this step, timed alike: inference by one outer CUDA-graph "
+              f"replay among {', '.join(REPLAY_PEERS)}; training by an eager step (backward and AdamW) among "
+              f"{', '.join(TRAIN_PEERS)}. As called = direct calls in the user's own loop, against the best of "
+              f"{', '.join(CALLED_PEERS)} (the stock modes with CUDA graph trees), which are never replayed in an "
+              "outer graph. Geomeans count a mode's correct runs only; a mode run several times (separate processes) "
+              "counts by its median. Records with lanes_per_gpu > 1 compiled while other runs compiled on the same "
+              "host (their timings never overlapped).", "",
               "## Summary per mode", "",
-              "| mode | geomean speed vs plain | geomean speed vs best | min speed vs best | geomean compile "
-              "vs plain | max compile vs plain | models | not ok |", "|---|---|---|---|---|---|---|---|"]
+              "| mode | geomean speed vs plain | geomean vs best stock (timed alike) | min vs best stock | models | "
+              "geomean as called vs best trees | min as called | models | geomean compile vs plain | "
+              "max compile vs plain | not ok |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for mode in summary["mode_order"]:
         s = summary["modes"][mode]
         lines.append(f"| `{mode}` | {_f(s['geomean_speed_vs_plain'], '.3f')} | "
                      f"{_f(s['geomean_speed_vs_best'], '.3f')} | {_f(s['min_speed_vs_best'], '.3f')} | "
+                     f"{s['models_vs_best']} | {_f(s['geomean_called_vs_best'], '.3f')} | "
+                     f"{_f(s['min_called_vs_best'], '.3f')} | {s['models_called']} | "
                      f"{_f(s['geomean_compile_vs_plain'], '.2f', 'x')} | {_f(s['max_compile_vs_plain'], '.2f', 'x')}"
-                     f" | {s['models']} | {s['not_ok']} |")
+                     f" | {s['not_ok']} |")
     if "hook" in summary["mode_order"]:
         lines += ["", "## `hook` by group", "", "Held-out sets: architectures added after the policy of their day was "
                   "fixed and never used to tune anything (`models.ZooModel.held_out_set`).", "",
-                  "| group | models | geomean speed vs plain | worst speed vs best (model) | "
-                  "geomean compile vs plain | max compile vs plain |", "|---|---|---|---|---|---|"]
+                  "| group | models | geomean speed vs plain | geomean vs best stock | worst vs best stock (model) | "
+                  "geomean as called vs best trees | geomean compile vs plain | max compile vs plain |",
+                  "|---|---|---|---|---|---|---|---|"]
         for name, g in group_figures(summary, model_groups(records), "hook").items():
             lines.append(f"| {name} | {g['models']} | {_f(g['geomean_speed_vs_plain'], '.3f')} | "
+                         f"{_f(g['geomean_speed_vs_best'], '.3f')} | "
                          f"{_f(g['min_speed_vs_best'], '.3f')} ({g['worst_model']}) | "
+                         f"{_f(g['geomean_called_vs_best'], '.3f')} | "
                          f"{_f(g['geomean_compile_vs_plain'], '.2f', 'x')} | "
                          f"{_f(g['max_compile_vs_plain'], '.2f', 'x')} |")
     by_key = pooled_records(records)
     for model, runs in summary["models"].items():
         first = next(r for (m, _), r in by_key.items() if m == model)
+        b = summary["best"].get(model, {})
         lines += ["", f"## {model}", "", f"{first.get('description') or ''} ({first.get('kind')}, "
-                  f"{first.get('dtype')})", "", "| mode | status | compile s | compile vs plain | step ms (p10-p90, or runs' range) "
-                  "| timing | speed vs plain | speed vs best | census | correct (rel err) |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  f"{first.get('dtype')}). Best stock mode timed alike: {b.get('step_mode') or '-'}"
+                  + (f"; as called: {b['called_mode']}" if b.get("called_mode") else ""), "",
+                  "| mode | status | compile s | compile vs plain | step ms (p10-p90, or runs' range) "
+                  "| timing | speed vs plain | vs best stock | called ms | as called vs best trees | census | "
+                  "correct (rel err) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for mode in [m for m in summary["mode_order"] if m in runs]:
             r, s = by_key[(model, mode)], runs[mode]
             status = r.get("status") if r.get("status") == "ok" else f"**{r.get('status')}**: {r.get('error')}"
@@ -245,7 +305,8 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
             lines.append(f"| `{mode}` | {status.replace('|', '/')} | {_f(r.get('compile_s'), '.1f')} | "
                          f"{_f(s['compile_vs_plain'], '.2f', 'x')} | {step} | "
                          f"{r.get('timing') or '-'} | {_f(s['speed_vs_plain'], '.3f')} | "
-                         f"{_f(s['speed_vs_best'], '.3f')} | {census_cell(r.get('census'))} | {_correct_cell(r)} |")
+                         f"{_f(s['speed_vs_best'], '.3f')} | {_f(s['called_ms'], '.3f')} | "
+                         f"{_f(s['called_vs_best'], '.3f')} | {census_cell(r.get('census'))} | {_correct_cell(r)} |")
     lines += ["", "Census: GPU kernels of one step by group (count, share of GPU time): gemm = cuBLAS/cuBLASLt/"
               "CUTLASS, tem = Triton templates, triton = other Triton kernels, other = aten, attention, cuDNN."]
     return "\n".join(lines) + "\n"

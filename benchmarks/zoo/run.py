@@ -117,7 +117,7 @@ class Runner:
         try:
             with open(log_path, "w") as log:
                 proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)  # own group: a timeout kills compile workers too
+                                        process_group=0)  # own group: a timeout kills compile workers too
                 with self.lock:
                     self.live.add(proc)
                 try:

@@ -170,7 +170,7 @@ def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool |
                          **torch_compile_kwargs: Any) -> Any:
     """What ``predictor.compile`` compiles with, the hook aside: Inductor with ``options``, CUDA graph trees decided
     per graph, and the accumulated-gradient guard on a module. Whatever chooses the GEMMs is the caller's (the
-    installed hook, or a lookup table in ``benchmarks/zoo/in_program.py``)."""
+    installed hook, or a lookup table in ``collectors/in_program/collect.py``)."""
     import torch
 
     compiled = torch.compile(model, backend=_inductor_backend(options, cudagraphs), **torch_compile_kwargs)

@@ -23,6 +23,7 @@ from typing import Any, Callable
 # projections) and row-major weights run slower under Inductor's default reduction blocks than under cuBLAS.
 MAX_N = 6144
 DTYPES = ("float16", "bfloat16", "float32")
+DEVICES = ("cuda",)  # Inductor's mm decomposition has the reduction form for GPUs only
 
 
 def takes_reduction(n: int, k: int, dtype: str, layout_b: str) -> bool:
@@ -45,7 +46,7 @@ def _static_int(size: Any) -> int | None:
 
 def _gemv_shape(a: Any, b: Any) -> tuple[int, int, str] | None:
     """(n, k, B's layout) when ``a @ b`` has one static row on CUDA, else None."""
-    if a.device.type != "cuda" or a.dim() != 2 or b.dim() != 2 or a.dtype != b.dtype:
+    if a.device.type not in DEVICES or a.dim() != 2 or b.dim() != 2 or a.dtype != b.dtype:
         return None
     k, n = _static_int(a.shape[1]), _static_int(b.shape[1])
     if k is None or n is None or not _static_one(a.shape[0]):
