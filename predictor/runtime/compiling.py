@@ -9,8 +9,9 @@ What it sets, and why (the figures, with the commands that reproduce them: docs/
   per kernel.
 - GEMVs (one row or column, e.g. batch-1 decode) become a fused Triton reduction where the GEMV rule says so
   (``gemv``): the win coordinate descent finds there, without its search.
-- Convolutions and grouped GEMMs (mixture-of-experts layers) are lowered as plain ``torch.compile`` lowers them
-  (``conv_lowering``): the hook cannot rank them, and ``max_autotune_gemm`` would benchmark their templates.
+- Convolutions are lowered as plain ``torch.compile`` lowers them (``conv_lowering``): the hook cannot rank them.
+  Grouped GEMMs (mixture-of-experts layers) get one Triton config per band of rows per expert, or aten
+  (``grouped_mm``): ``max_autotune_gemm`` alone would benchmark ~40 configs each.
 - CUDA graph trees on every graph, as ``mode="reduce-overhead"`` has them: a model called step by step from
   Python is otherwise launch-bound. Inside a caller's own CUDA-graph capture the compiled kernels run without the
   trees, so the caller's graph captures them (``_capture_aware_cudagraphify``).
@@ -30,6 +31,7 @@ from typing import Any
 from . import installing
 from .conv_lowering import convolutions_as_plain
 from .gemv import gemv_as_reduction
+from .grouped_mm import grouped_mm_decided
 from .policy import DECIDE_MIN_GAP
 from .settings import HookSettings
 
@@ -111,7 +113,7 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str) -> Any:
             patches = {**self.config, **(kwargs.get("config_patches") or {}), "triton.cudagraphs": trees}
             # compile_fx re-applies config_patches around the backward pass, which is compiled later, lazily;
             # lowerings and decompositions apply to the forward graph traced here (the backward is traced with it)
-            with convolutions_as_plain(), gemv_as_reduction(), _capture_aware_cudagraphify():
+            with convolutions_as_plain(), grouped_mm_decided(), gemv_as_reduction(), _capture_aware_cudagraphify():
                 return compile_fx(model_, inputs_, config_patches=patches)
 
     return PredictorInductor(None, {**options, "triton.cudagraphs": cudagraphs is not False}, None)

@@ -1,5 +1,5 @@
-"""Convolutions and grouped GEMMs lowered as plain ``torch.compile`` lowers them, under ``predictor.compile``'s GEMM
-setting.
+"""Convolutions (and scaled grouped GEMMs) lowered as plain ``torch.compile`` lowers them, under
+``predictor.compile``'s GEMM setting.
 
 Why: with ``max_autotune_gemm`` on (which ``predictor.compile`` needs so that Inductor builds the Triton GEMM
 candidates the hook picks from), Inductor also turns every channels-last 1x1 convolution into a GEMM
@@ -8,9 +8,8 @@ kernels where plain ``torch.compile`` runs cuDNN, and runs slower (docs/FINDINGS
 rank convolutions, so they stay on cuDNN exactly as plain has them; ``conv_1x1_as_mm=True`` or ``max_autotune=True``
 keeps the conversion.
 
-Grouped GEMMs (``torch._grouped_mm``, what transformers' mixture-of-experts layers run) likewise: with
-``max_autotune_gemm`` on, Inductor offers ~40 Triton grouped-GEMM configs and benchmarks them all
-(``kernel/mm_grouped.py``), outside the choices the hook sees; plain runs aten's grouped GEMM without a benchmark.
+Scaled grouped GEMMs (fp8 experts) likewise: with ``max_autotune_gemm`` on, Inductor benchmarks ~40 Triton configs
+each, outside the choices the hook sees, and no labels cover them yet (``grouped_mm`` decides the unscaled ones).
 """
 
 from __future__ import annotations
@@ -35,12 +34,12 @@ def _plain(lower: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _plain_ops() -> list[Any]:
-    """The ops lowered as plain: convolution, and the grouped GEMMs this torch has."""
+    """The ops lowered as plain: convolution, and the scaled grouped GEMM where this torch has it."""
     import torch
 
     aten = torch.ops.aten
     ops = [aten.convolution, aten.convolution.default]
-    for name in ("_grouped_mm", "_scaled_grouped_mm"):
+    for name in ("_scaled_grouped_mm",):
         packet = getattr(aten, name, None)
         if packet is not None:
             ops += [packet, packet.default]
@@ -49,7 +48,7 @@ def _plain_ops() -> list[Any]:
 
 @contextlib.contextmanager
 def convolutions_as_plain() -> Iterator[None]:
-    """While active, Inductor lowers ``aten.convolution`` and the grouped GEMMs with ``max_autotune_gemm`` off (the
+    """While active, Inductor lowers ``aten.convolution`` and scaled grouped GEMMs with ``max_autotune_gemm`` off (the
     lowering table's entries are restored on exit, also on an error)."""
     from torch._inductor import lowering
 

@@ -1,0 +1,92 @@
+"""Grouped GEMMs (mixture-of-experts layers) decided without a benchmark: one Triton config per rows-per-expert.
+
+Why: transformers runs its experts through ``torch._grouped_mm``. Plain ``torch.compile`` lowers it to aten's
+grouped GEMM; with ``max_autotune_gemm`` on, Inductor benchmarks ~40 Triton configs per grouped GEMM
+(``kernel/mm_grouped.py``) outside the choices the hook sees. The labels (Inductor's timings of every config,
+``datasets/nvidia-h100/GROUPED_MM.md``) show one config per band of rows per expert within 1% of the best where
+Triton wins (few rows per expert: decode and short prefill) and aten tied beyond 128 rows. So: the band's config
+alone (nothing benchmarked), or plain's aten lowering where the labels say aten, the rows are not static, or this
+torch lacks the template.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+from typing import Any, Callable
+
+# (max rows per expert, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)); above the last band: aten
+BANDS: tuple[tuple[int, tuple[int, int, int, int, int]], ...] = (
+    (2, (16, 64, 256, 4, 4)),
+    (32, (16, 128, 128, 4, 4)),
+    (128, (64, 256, 64, 3, 4)),
+)
+
+
+def config_for(rows_per_expert: int) -> tuple[int, int, int, int, int] | None:
+    """The Triton config for this many rows per expert, or None for aten."""
+    for limit, config in BANDS:
+        if rows_per_expert <= limit:
+            return config
+    return None
+
+
+def _rows_per_expert(mat_a: Any, mat_b: Any) -> int | None:
+    """Rows per expert of a 2-D A against 3-D B (transformers' layout), when static; else None."""
+    try:
+        a_size, b_size = mat_a.get_size(), mat_b.get_size()
+        if len(a_size) != 2 or len(b_size) != 3:
+            return None
+        return max(int(a_size[0]) // int(b_size[0]), 1)
+    except (TypeError, ValueError, AttributeError):  # symbolic sizes
+        return None
+
+
+def _decided(lower: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(lower)
+    def lower_decided(mat_a: Any, mat_b: Any, *args: Any, **kwargs: Any) -> Any:
+        from torch._inductor import config
+        from torch._inductor.kernel import mm_grouped
+
+        rows = _rows_per_expert(mat_a, mat_b)
+        choice = None if rows is None else config_for(rows)
+        if config.max_autotune or not config.max_autotune_gemm:  # a user's full max-autotune keeps its search
+            return lower(mat_a, mat_b, *args, **kwargs)
+        if choice is None or not hasattr(mm_grouped, "grouped_mm_configs") or not hasattr(mm_grouped, "Config"):
+            with config.patch(max_autotune_gemm=False):
+                return lower(mat_a, mat_b, *args, **kwargs)
+        block_m, block_n, block_k, stages, warps = choice
+        one = mm_grouped.Config({"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
+                                 "NUM_CONSUMER_GROUPS": 1}, num_stages=stages, num_warps=warps)
+        original = mm_grouped.grouped_mm_configs
+        mm_grouped.grouped_mm_configs = lambda: [one]
+        try:
+            with config.patch(max_autotune_gemm_backends="TRITON"):
+                return lower(mat_a, mat_b, *args, **kwargs)
+        except Exception:  # noqa: BLE001 - the template refused this problem: plain's lowering, as without us
+            with config.patch(max_autotune_gemm=False):
+                return lower(mat_a, mat_b, *args, **kwargs)
+        finally:
+            mm_grouped.grouped_mm_configs = original
+    lower_decided.predictor_grouped = True  # type: ignore[attr-defined]
+    return lower_decided
+
+
+@contextlib.contextmanager
+def grouped_mm_decided() -> Iterator[None]:
+    """While active, Inductor lowers ``aten._grouped_mm`` with the band's config (or as plain); the lowering
+    table's entries are restored on exit, also on an error."""
+    import torch
+    from torch._inductor import lowering
+
+    packet = getattr(torch.ops.aten, "_grouped_mm", None)
+    keys = [] if packet is None else [packet, packet.default]
+    originals = {key: lowering.lowerings[key] for key in keys if key in lowering.lowerings}
+    for key, lower in originals.items():
+        if not getattr(lower, "predictor_grouped", False):
+            lowering.lowerings[key] = _decided(lower)
+    try:
+        yield
+    finally:
+        lowering.lowerings.update(originals)

@@ -1,0 +1,73 @@
+"""Grouped GEMMs decided without a benchmark (CPU): the band's one Triton config, aten above the bands or for
+symbolic rows, plain's lowering when the template refuses, and Inductor's lowering table restored."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._inductor import config
+from torch._inductor.kernel import mm_grouped
+
+from predictor.runtime import grouped_mm
+
+
+class Node:
+    def __init__(self, *size):
+        self.size = list(size)
+
+    def get_size(self):
+        return self.size
+
+
+@pytest.mark.parametrize(("rows", "expected"), [(1, (16, 64, 256, 4, 4)), (16, (16, 128, 128, 4, 4)),
+                                                (64, (64, 256, 64, 3, 4)), (129, None), (4096, None)])
+def test_bands(rows, expected):
+    assert grouped_mm.config_for(rows) == expected
+
+
+def _seen_lower(seen, fail_on_triton=False):
+    def lower(a, b, *args, **kwargs):
+        configs = mm_grouped.grouped_mm_configs()
+        seen.append((config.max_autotune_gemm, config.max_autotune_gemm_backends,
+                     [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], c.num_stages, c.num_warps)
+                      for c in configs] if len(configs) == 1 else len(configs)))
+        if fail_on_triton and config.max_autotune_gemm_backends == "TRITON":
+            raise RuntimeError("no valid choice")
+        return "node"
+    return lower
+
+
+def test_few_rows_per_expert_get_the_bands_one_config_and_nothing_else():
+    seen = []
+    with config.patch(max_autotune_gemm=True, max_autotune_gemm_backends="ATEN,TRITON"):
+        assert grouped_mm._decided(_seen_lower(seen))(Node(8 * 4, 4096), Node(8, 4096, 14336)) == "node"
+    assert seen == [(True, "TRITON", [(16, 128, 128, 4, 4)])]
+    assert len(mm_grouped.grouped_mm_configs()) > 1  # Inductor's own list is back
+
+
+def test_many_rows_symbolic_rows_or_a_refusing_template_lower_as_plain():
+    seen = []
+    with config.patch(max_autotune_gemm=True):
+        grouped_mm._decided(_seen_lower(seen))(Node(8 * 512, 4096), Node(8, 4096, 14336))
+        grouped_mm._decided(_seen_lower(seen))(Node("s0", 4096), Node(8, 4096, 14336))
+        grouped_mm._decided(_seen_lower(seen, fail_on_triton=True))(Node(8, 4096), Node(8, 4096, 14336))
+    assert [s[0] for s in seen] == [False, False, True, False]  # the third: Triton refused, then plain
+
+
+def test_full_max_autotune_keeps_its_own_search():
+    seen = []
+    with config.patch(max_autotune=True, max_autotune_gemm=True, max_autotune_gemm_backends="ATEN,TRITON"):
+        grouped_mm._decided(_seen_lower(seen))(Node(8, 4096), Node(8, 4096, 14336))
+    assert seen[0][1] == "ATEN,TRITON" and seen[0][2] == len(mm_grouped.grouped_mm_configs())
+
+
+def test_lowering_table_restored_after_an_error():
+    from torch._inductor import lowering
+
+    key = torch.ops.aten._grouped_mm.default
+    before = lowering.lowerings[key]
+    with pytest.raises(RuntimeError):
+        with grouped_mm.grouped_mm_decided():
+            assert getattr(lowering.lowerings[key], "predictor_grouped", False)
+            raise RuntimeError("compile failed")
+    assert lowering.lowerings[key] is before
