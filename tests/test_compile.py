@@ -43,6 +43,7 @@ def test_cuda_graph_trees_on_every_graph_by_default(recorded, cudagraphs, grad, 
     with torch.set_grad_enabled(grad):
         out = compiled(x)
     torch.testing.assert_close(out, model(x))
+    assert bool(compiled._forward_pre_hooks) == (trees and grad)  # the gradient guard only where it is needed
     assert len(recorded) == 1
     patches = recorded[0]
     assert patches["triton.cudagraphs"] is trees

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Callable
 
 from . import installing
 from .conv_lowering import convolutions_as_plain
@@ -98,7 +98,8 @@ def _capture_aware_cudagraphify() -> Iterator[None]:
         compile_fx.cudagraphify = original
 
 
-def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str) -> Any:
+def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
+                      on_training_graph: Callable[[], None] | None = None) -> Any:
     """torch.compile's own Inductor backend object with ``options``, deciding CUDA graph trees per graph.
 
     A subclass of ``torch._TorchCompileInductorWrapper`` (what ``torch.compile`` builds for ``backend="inductor"``)
@@ -109,7 +110,10 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str) -> Any:
 
     class PredictorInductor(torch._TorchCompileInductorWrapper):
         def __call__(self, model_: Any, inputs_: Any, **kwargs: Any) -> Any:
-            trees = _graph_needs_backward(model_, inputs_) if cudagraphs == "training" else bool(cudagraphs)
+            backward = _graph_needs_backward(model_, inputs_)
+            trees = backward if cudagraphs == "training" else bool(cudagraphs)
+            if trees and backward and on_training_graph is not None:
+                on_training_graph()
             patches = {**self.config, **(kwargs.get("config_patches") or {}), "triton.cudagraphs": trees}
             # compile_fx re-applies config_patches around the backward pass, which is compiled later, lazily;
             # lowerings and decompositions apply to the forward graph traced here (the backward is traced with it)
@@ -175,9 +179,16 @@ def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool |
     installed hook, or a lookup table in ``collectors/in_program/collect.py``)."""
     import torch
 
-    compiled = torch.compile(model, backend=_inductor_backend(options, cudagraphs), **torch_compile_kwargs)
-    if cudagraphs is not False and isinstance(compiled, torch.nn.Module):
-        compiled.register_forward_pre_hook(AccumulatedGradGuard())
+    guarded: list[Any] = []
+
+    def guard_gradients() -> None:
+        """Registered when the first graph with a backward runs under the trees (an inference-only model keeps
+        nn.Module's fast call path: a forward pre-hook costs every call)."""
+        if not guarded and isinstance(compiled, torch.nn.Module):
+            guarded.append(compiled.register_forward_pre_hook(AccumulatedGradGuard()))
+
+    compiled = torch.compile(model, backend=_inductor_backend(options, cudagraphs, guard_gradients),
+                             **torch_compile_kwargs)
     return compiled
 
 
