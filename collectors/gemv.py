@@ -57,7 +57,7 @@ def corpus() -> list[dict[str, Any]]:
 
 
 def problem_id(p: dict[str, Any]) -> str:
-    key = "|".join(str(p[f]) for f in ("op", "b", "m", "n", "k", "dtype", "layout_a", "layout_b"))
+    key = "|".join(str(p[f]) for f in ("op", "b", "m", "n", "k", "dtype", "layout_a", "layout_b") if f in p)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -124,17 +124,54 @@ def environment() -> dict[str, Any]:
             "torch": torch.__version__, "triton": triton.__version__}
 
 
-def write(frame: pd.DataFrame, path: Path, env: dict[str, Any], what: str = "gemv labels (collectors/gemv.py)") -> None:
-    """zstd parquet with the environment in the file metadata, written atomically."""
+KIND = "gemv_labels"  # the file metadata's "kind": what tells these rows from GEMM-candidate labels
+
+
+def write(frame: pd.DataFrame, path: Path, env: dict[str, Any], kind: str = KIND) -> None:
+    """zstd parquet with page checksums and ``footer_sha256`` (``predictor.schema.write_parquet``, as every shipped
+    dataset), the environment and ``kind`` in the file metadata; written atomically."""
+    import json
+
     import pyarrow as pa
-    import pyarrow.parquet as pq
+    from predictor.schema import write_parquet
 
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    meta = {**(table.schema.metadata or {}), b"gemm_predictor": pd.Series(
-        {**env, "schema_version": SCHEMA_VERSION, "what": what}).to_json().encode()}
-    tmp = path.with_suffix(".tmp")
-    pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd")
-    tmp.replace(path)
+    meta = {**(table.schema.metadata or {}), b"kind": json.dumps(kind).encode(),
+            b"schema_version": json.dumps(SCHEMA_VERSION).encode(),
+            **{key.encode(): json.dumps(value).encode() for key, value in env.items()}}
+    write_parquet(table.replace_schema_metadata(meta), path)
+
+
+def collect(problems: list[dict[str, Any]], measure_one: Callable[[int, dict[str, Any]], list[dict[str, Any]]],
+            out: Path, kind: str, collector: str, aten_key: str, limit: int | None = None) -> int:
+    """Measure each problem not yet in ``out`` (``measure_one(index, problem)`` -> rows) and rewrite ``out`` after
+    every one, so a run stopped at any point keeps what it measured; a problem that fails is recorded as such
+    (status ``compile_error``) and the rest go on. Exit status 2 without a GPU."""
+    import torch
+    from tqdm import tqdm
+
+    from predictor.offline.gemv_eval import read_labels
+
+    if not torch.cuda.is_available():
+        print(f"collectors.{collector}: error: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    env = environment()
+    done = read_labels(out, kind) if out.exists() else pd.DataFrame()
+    seen = set(done["problem_id"]) if len(done) else set()
+    problems = [dict(p, problem_id=problem_id(p)) for p in problems]
+    todo = [(i, p) for i, p in enumerate(problems) if p["problem_id"] not in seen][:limit]
+    frames = [done] if len(done) else []
+    for i, p in tqdm(todo, unit="problem"):
+        try:
+            rows = measure_one(i, p)
+        except Exception as exc:  # noqa: BLE001 - a failed problem is recorded, the rest go on
+            log.warning("%s: %s", p["problem_id"], exc)
+            rows = [{**p, "candidate": aten_key, "family": "aten", "status": "compile_error",
+                     "error": f"{type(exc).__name__}: {exc}"[:300]}]
+        frames.append(pd.DataFrame([{**r, **env, "collector": collector, "schema_version": SCHEMA_VERSION}
+                                    for r in rows]))
+        write(pd.concat(frames, ignore_index=True), out, env, kind)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,31 +183,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="stop after this many new problems")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    import torch
-    from tqdm import tqdm
-    from collectors.timing import L2Flusher
+    flush: list[Any] = []
 
-    if not torch.cuda.is_available():
-        print("collectors.gemv: error: needs a CUDA GPU", file=sys.stderr)
-        return 2
-    env = environment()
-    done = pd.read_parquet(args.out) if args.out.exists() else pd.DataFrame()
-    seen = set(done["problem_id"]) if len(done) else set()
-    flush = L2Flusher(torch.device("cuda"))
-    problems = [dict(p, problem_id=problem_id(p)) for p in corpus()]
-    todo = [(i, p) for i, p in enumerate(problems) if p["problem_id"] not in seen][: args.limit]
-    frames = [done] if len(done) else []
-    for i, p in tqdm(todo, unit="problem"):
-        try:
-            rows = measure(p, args.reps, bool(args.cdt_every) and i % args.cdt_every == 0, flush)
-        except Exception as exc:  # noqa: BLE001 - a failed problem is recorded, the rest go on
-            log.warning("%s: %s", p["problem_id"], exc)
-            rows = [{**p, "candidate": "aten/gemv", "family": "aten", "status": "compile_error",
-                     "error": f"{type(exc).__name__}: {exc}"[:300]}]
-        frames.append(pd.DataFrame([{**r, **env, "collector": "gemv", "schema_version": SCHEMA_VERSION}
-                                    for r in rows]))
-        write(pd.concat(frames, ignore_index=True), args.out, env)
-    return 0
+    def measure_one(i: int, p: dict[str, Any]) -> list[dict[str, Any]]:
+        import torch
+        from collectors.timing import L2Flusher
+
+        if not flush:
+            flush.append(L2Flusher(torch.device("cuda")))
+        return measure(p, args.reps, bool(args.cdt_every) and i % args.cdt_every == 0, flush[0])
+
+    return collect(corpus(), measure_one, args.out, KIND, "gemv", "aten/gemv", args.limit)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ parsed from the choice's description. Resumable: problems already in ``--out`` a
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import re
 import sys
@@ -23,6 +22,7 @@ import pandas as pd
 
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
+KIND = "grouped_mm_labels"  # the file metadata's "kind"
 EXPERTS = 8
 # an expert's (n, k): Mixtral-8x7B gate-up and down, Qwen1.5-MoE-A2.7B / OLMoE-sized gate-up and down
 SHAPES = {"mixtral": [(28672, 4096), (4096, 14336)], "small-moe": [(2816, 2048), (2048, 1408)]}
@@ -33,10 +33,6 @@ _FIELDS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps")
 def corpus() -> list[dict[str, Any]]:
     return [{"op": "grouped_mm", "b": EXPERTS, "m": m_avg, "n": n, "k": k, "dtype": "bfloat16",
              "family_tag": f"moe:{group}"} for group, shapes in SHAPES.items() for n, k in shapes for m_avg in M_AVG]
-
-
-def problem_id(p: dict[str, Any]) -> str:
-    return hashlib.sha256("|".join(str(p[f]) for f in ("op", "b", "m", "n", "k", "dtype")).encode()).hexdigest()[:16]
 
 
 def config_of(description: str) -> dict[str, int]:
@@ -87,31 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="parquet file (resumed when it exists)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    import torch
-    from tqdm import tqdm
+    from collectors.gemv import collect
 
-    from collectors.gemv import environment, write
-
-    if not torch.cuda.is_available():
-        print("collectors.grouped_mm: error: needs a CUDA GPU", file=sys.stderr)
-        return 2
-    env = environment()
-    done = pd.read_parquet(args.out) if args.out.exists() else pd.DataFrame()
-    seen = set(done["problem_id"]) if len(done) else set()
-    frames = [done] if len(done) else []
-    for p in tqdm([dict(p, problem_id=problem_id(p)) for p in corpus()], unit="problem"):
-        if p["problem_id"] in seen:
-            continue
-        try:
-            rows = measure(p)
-        except Exception as exc:  # noqa: BLE001 - a failed problem is recorded, the rest go on
-            log.warning("%s: %s", p["problem_id"], exc)
-            rows = [{**p, "candidate": "aten", "family": "aten", "status": "compile_error",
-                     "error": f"{type(exc).__name__}: {exc}"[:300]}]
-        frames.append(pd.DataFrame([{**r, **env, "collector": "inductor-feedback", "schema_version": SCHEMA_VERSION}
-                                    for r in rows]))
-        write(pd.concat(frames, ignore_index=True), args.out, env, "grouped-mm labels (collectors/grouped_mm.py)")
-    return 0
+    return collect(corpus(), lambda i, p: measure(p), args.out, KIND, "grouped_mm", "aten")
 
 
 if __name__ == "__main__":

@@ -21,15 +21,6 @@ MODELS = Path(__file__).resolve().parents[1] / "models"
 ROWS = (1, 2, 31, 63, 64, 65, 130, 700)  # around the walker's chunk (64 rows) and vector blocks
 
 
-@pytest.fixture
-def fresh_walker(monkeypatch, tmp_path):
-    """The walker module as in a new process, its cache under ``tmp_path``; reset again afterwards."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.delenv(compiled_walk.WALK_ENV, raising=False)
-    compiled_walk.reset()
-    yield tmp_path / "cache" / "gemm-predictor"
-    compiled_walk.reset()
-
 
 def _numpy_scores(forest, X: np.ndarray) -> np.ndarray:
     """The numpy walk alone (a forest whose compiled view is switched off)."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from predictor.offline import gemv_eval
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 from collectors.in_program import context_dataset
@@ -36,6 +37,8 @@ def load(path: Path):
         return load_corpus(path)
     if _metadata_kind(path) == context_dataset.KIND:
         return context_dataset.read_context(path)  # in-program decisions (datasets/<gpu>/CONTEXT.md), not GEMM labels
+    if _metadata_kind(path) in gemv_eval.KINDS:  # GEMV and grouped-GEMM labels (datasets/<gpu>/GEMV.md, GROUPED_MM.md)
+        return gemv_eval.read_labels(path, _metadata_kind(path))
     return read_dataset(path)
 
 

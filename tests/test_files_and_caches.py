@@ -211,13 +211,9 @@ def test_lightgbm_never_sees_text_the_parser_refused(tmp_path, monkeypatch):
 # --- the compiled walker's cache --------------------------------------------------------------------------------
 
 @pytest.fixture
-def walker(monkeypatch, tmp_path):
-    """The walker module as in a new process, its cache under ``tmp_path``; reset again afterwards."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.delenv(compiled_walk.WALK_ENV, raising=False)
-    compiled_walk.reset()
-    yield tmp_path / "cache" / "gemm-predictor"
-    compiled_walk.reset()
+def walker(fresh_walker):
+    return fresh_walker
+
 
 
 def _compile(tmp_path: Path, source: str, name: str) -> bytes:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
 
@@ -76,7 +75,7 @@ def test_compiled_one_row_linear_matches_eager_on_the_cpu(cpu_counts):
 
 
 def test_shipped_labels_fit_the_rules_threshold_and_beat_cublas_only_held_out():
-    table, max_n = gemv_eval.evaluate(pd.read_parquet(LABELS))
+    table, max_n = gemv_eval.evaluate(gemv_eval.read_labels(LABELS))
     assert max_n == gemv.MAX_N  # the runtime constant is what the labels fit
     by = table.set_index("method")["oracle@1"]
     assert by["rule (held out by model)"] > by["cublas-only"] and by["rule (held out by model)"] > by["reduction-always"]

@@ -39,7 +39,10 @@ def test_mode_strings():
     m = modes.parse_mode("hook:top_k=3,cudagraphs=False,gap=0.5,space=exhaustive,model=None")
     assert m.name == "hook:top_k=3,cudagraphs=False,gap=0.5,space=exhaustive,model=None" and m.base == "hook"
     assert m.kwargs == {"top_k": 3, "cudagraphs": False, "gap": 0.5, "space": "exhaustive", "model": None}
-    assert m.cudagraphs is False and modes.parse_mode("hook").cudagraphs is None
+    assert m.cudagraphs is False and modes.parse_mode("hook").cudagraphs is True
+    assert modes.parse_mode("hook").replayable and modes.parse_mode("hook-tuned").kwargs == {}
+    assert not modes.parse_mode("max-autotune").replayable and not modes.parse_mode("cudagraphs").replayable
+    assert modes.parse_mode("hook:cudagraphs=training").cudagraphs is True
     assert modes.parse_mode("max-autotune").cudagraphs and not modes.parse_mode("ma-gemm").cudagraphs
     assert modes.parse_mode("ma-gemm-cudagraphs").cudagraphs and modes.parse_mode("cudagraphs").cudagraphs
     assert modes.split_modes("plain,hook:top_k=3,cudagraphs=False,ma-gemm;hook:top_k=1,plain") == [
@@ -125,34 +128,51 @@ def test_runner_errors(tmp_path, capsys):
     assert "cannot write to --out" in capsys.readouterr().err
 
 
-def _rec(model, mode, compile_s, step_ms, status="ok"):
-    return {"model": model, "mode": mode, "compile_s": compile_s, "step_ms": step_ms, "status": status}
+def _rec(model, mode, compile_s, step_ms, status="ok", kind="infer", timing=None, called=None):
+    timing = timing or ("eager-step" if kind == "train" else "cudagraph-replay")
+    return {"model": model, "mode": mode, "compile_s": compile_s, "step_ms": step_ms, "status": status, "kind": kind,
+            "timing": timing, "called_ms": called}
 
 
-def test_summarize():
+def test_summarize_compares_every_mode_with_the_best_stock_mode_timed_alike():
+    """Inference: replay among plain, ma-no-cudagraphs, coordinate-descent (a trees-timed max-autotune record never
+    enters that comparison, however fast); as called: against the best of max-autotune and cudagraphs. Training:
+    eager steps among plain, cudagraphs, max-autotune. A timed-out peer and a wrong hook run are left out."""
+    trees = "cudagraph-trees"
     records = [
-        _rec("a", "plain", 10.0, 2.0), _rec("a", "max-autotune", 40.0, 1.0), _rec("a", "hook", 20.0, 1.6),
-        _rec("b", "plain", 5.0, 1.0), _rec("b", "max-autotune", 50.0, 2.0), _rec("b", "hook", 5.0, 0.5),
-        _rec("c", "plain", 8.0, 4.0), _rec("c", "max-autotune", 8.0, None, "timeout"),
+        _rec("a", "plain", 10.0, 2.0, called=3.0), _rec("a", "ma-no-cudagraphs", 40.0, 1.0, called=2.5),
+        _rec("a", "max-autotune", 40.0, 0.5, timing=trees, called=0.5),
+        _rec("a", "cudagraphs", 9.0, 0.8, timing=trees, called=0.8), _rec("a", "hook", 20.0, 1.6, called=0.6),
+        _rec("b", "plain", 5.0, 1.0, kind="train"), _rec("b", "cudagraphs", 5.0, 0.5, kind="train"),
+        _rec("b", "max-autotune", 50.0, 0.1, "timeout", kind="train"), _rec("b", "hook", 5.0, 0.5, kind="train"),
+        _rec("c", "plain", 8.0, 4.0), _rec("c", "coordinate-descent", 8.0, None, "timeout"),
         _rec("c", "hook", 80.0, 1.0, "wrong")]
     s = report.summarize(records)
     a, b = s["models"]["a"], s["models"]["b"]
-    assert math.isclose(a["hook"]["speed_vs_plain"], 1.25) and math.isclose(a["hook"]["speed_vs_best"], 0.625)
-    assert math.isclose(b["hook"]["speed_vs_plain"], 2.0) and math.isclose(b["hook"]["speed_vs_best"], 2.0)
-    assert math.isclose(a["hook"]["compile_vs_plain"], 2.0) and math.isclose(b["hook"]["compile_vs_plain"], 1.0)
-    assert math.isclose(s["models"]["c"]["hook"]["speed_vs_best"], 4.0)  # plain is c's best: MA timed out
+    assert s["best"]["a"] == {"step": 1.0, "step_mode": "ma-no-cudagraphs", "called": 0.5, "called_mode": "max-autotune"}
+    assert math.isclose(a["hook"]["speed_vs_best"], 0.625) and math.isclose(a["hook"]["called_vs_best"], 0.5 / 0.6)
+    assert a["max-autotune"]["speed_vs_best"] is None and a["max-autotune"]["speed_vs_plain"] is None
+    assert math.isclose(a["max-autotune"]["called_vs_best"], 1.0)
+    assert s["best"]["b"]["step_mode"] == "cudagraphs" and math.isclose(b["hook"]["speed_vs_best"], 1.0)
+    assert b["hook"]["called_vs_best"] is None and math.isclose(b["hook"]["speed_vs_plain"], 2.0)
+    assert s["best"]["c"]["step_mode"] == "plain" and math.isclose(s["models"]["c"]["hook"]["speed_vs_best"], 4.0)
     hook = s["modes"]["hook"]  # c's hook run is wrong: left out of the hook's own figures
-    assert math.isclose(hook["geomean_speed_vs_plain"], math.sqrt(1.25 * 2.0))
-    assert math.isclose(hook["geomean_speed_vs_best"], math.sqrt(0.625 * 2.0))
-    assert math.isclose(hook["min_speed_vs_best"], 0.625)
+    assert math.isclose(hook["geomean_speed_vs_best"], math.sqrt(0.625 * 1.0)) and hook["models_vs_best"] == 2
+    assert math.isclose(hook["geomean_called_vs_best"], 0.5 / 0.6) and hook["models_called"] == 1
     assert math.isclose(hook["geomean_compile_vs_plain"], math.sqrt(2.0)) and hook["max_compile_vs_plain"] == 2.0
-    assert (hook["models"], hook["runs"], hook["not_ok"]) == (2, 3, 1)
-    ma = s["modes"]["max-autotune"]
-    assert math.isclose(ma["geomean_speed_vs_plain"], 1.0) and math.isclose(ma["geomean_speed_vs_best"], 0.5 ** 0.5)
-    assert math.isclose(ma["geomean_compile_vs_plain"], math.sqrt(4.0 * 10.0)) and ma["max_compile_vs_plain"] == 10
-    assert s["mode_order"] == ["plain", "max-autotune", "hook"]
+    assert (hook["runs"], hook["not_ok"]) == (3, 1)
+    assert s["mode_order"][:5] == ["plain", "ma-no-cudagraphs", "coordinate-descent", "cudagraphs", "max-autotune"]
     md = report.markdown(records, s, ["python -m benchmarks.zoo.run --models a"])
-    assert "| `hook` | 1.581 | 1.118 | 0.625 | 1.41x | 2.00x | 2 | 1 |" in md and "**timeout**" in md
+    assert "| `hook` | 1.581 | 0.791 | 0.625 | 2 | 0.833 | 0.833 | 1 | 1.41x | 2.00x | 1 |" in md
+    assert "**timeout**" in md and "Best stock mode timed alike: ma-no-cudagraphs; as called: max-autotune" in md
+
+
+def test_older_records_without_called_ms_count_by_their_direct_calls():
+    old = [{**_rec("a", "max-autotune", 40.0, 0.5, timing="cudagraph-trees"), "called_ms": None},
+           {**_rec("a", "hook", 10.0, 0.4), "called_ms": None, "eager_launch_ms": 1.0}]
+    s = report.summarize(old)
+    assert s["best"]["a"]["called"] == 0.5 and math.isclose(s["models"]["a"]["hook"]["called_vs_best"], 0.5)
+    assert s["best"]["a"]["step"] is None  # no replay peer timed: nothing to compare the replay with
 
 
 def test_repeated_runs_count_by_their_medians(tmp_path):
@@ -229,13 +249,13 @@ def test_plot_without_plain_runs(tmp_path):
 def test_hook_figures_by_group():
     """The report's per-group table: kinds from the records, held-out sets from the registry, worst vs best named."""
     def rec(model, mode, kind, compile_s, step_ms):
-        return {**_rec(model, mode, compile_s, step_ms), "kind": kind}
+        return _rec(model, mode, compile_s, step_ms, kind=kind)
 
     records = [rec("gpt2-decode", "plain", "infer", 10.0, 1.0), rec("gpt2-decode", "hook", "infer", 10.0, 0.8),
                rec("mistral-prefill", "plain", "infer", 10.0, 1.0),
                rec("mistral-prefill", "hook", "infer", 20.0, 1.25),
                rec("falcon-prefill", "plain", "infer", 10.0, 2.0),
-               rec("falcon-prefill", "max-autotune", "infer", 40.0, 1.0),
+               rec("falcon-prefill", "ma-no-cudagraphs", "infer", 40.0, 1.0),
                rec("falcon-prefill", "hook", "infer", 10.0, 1.0),
                rec("resnet26-train", "plain", "train", 10.0, 3.0), rec("resnet26-train", "hook", "train", 5.0, 1.0)]
     groups = report.model_groups(records)
@@ -249,6 +269,6 @@ def test_hook_figures_by_group():
     assert set3["models"] == 2 and math.isclose(set3["geomean_speed_vs_plain"], math.sqrt(6))
     assert (g["held-out set 1"]["min_speed_vs_best"], g["held-out set 1"]["worst_model"]) == (0.8, "mistral-prefill")
     assert g["all"]["worst_model"] == "mistral-prefill" and g["all"]["max_compile_vs_plain"] == 2.0
-    assert math.isclose(g["held-out set 3"]["min_speed_vs_best"], 1.0)  # falcon: max-autotune is its best
+    assert math.isclose(g["held-out set 3"]["min_speed_vs_best"], 1.0)  # falcon: ma-no-cudagraphs is its best
     md = report.markdown(records, s, [])
-    assert "| held-out set 1 | 1 | 0.800 | 0.800 (mistral-prefill) | 2.00x | 2.00x |" in md
+    assert "| held-out set 1 | 1 | 0.800 | 0.800 | 0.800 (mistral-prefill) | - | 2.00x | 2.00x |" in md

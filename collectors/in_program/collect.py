@@ -154,9 +154,11 @@ def plan(doc: dict[str, Any] | None, max_gemms: int, noise_repeats: int, paired:
 # ---------------------------------------------------------------------------------------------
 
 class _Mode:
-    """What ``worker.measure`` needs of a mode: ``name``, ``base``, ``cudagraphs`` (None: detected) and compile."""
+    """What ``worker.measure`` needs of a mode: ``name``, ``base``, ``cudagraphs``, ``replayable`` and compile. The
+    step is timed by one outer CUDA-graph replay, so inference graphs compile without CUDA graph trees."""
 
-    cudagraphs = None
+    cudagraphs = False
+    replayable = True
 
     def __init__(self, name: str, base: str, compile_fn: Callable[[Any], Any]) -> None:
         self.name, self.base, self.compile = name, base, compile_fn
@@ -176,7 +178,7 @@ def phase_record(model: str, repeats: int, table_out: Path) -> dict[str, Any]:
     recorder, alternatives, holder = DecisionRecorder(), AlternativeLog(), {}
 
     def compile_(module: Any) -> Any:
-        compiled = predictor.compile(module)
+        compiled = predictor.compile(module, cudagraphs="training")
         pruner = holder["pruner"] = installing._STACK[-1].pruner
         pruner.recorder, pruner.decision_observer = recorder, alternatives
         return compiled
@@ -210,7 +212,7 @@ def table_compiler(table: dict[str, list]) -> Callable[[Any], Any]:
 
         config.lookup_table.table = table
         config.inductor_choices_class = table_choices_class()
-        return compile_without_hook(module, dict(RECOMMENDED_OPTIONS))
+        return compile_without_hook(module, dict(RECOMMENDED_OPTIONS), "training")
     return compile_
 
 

@@ -19,6 +19,20 @@ import numpy as np
 import pandas as pd
 
 ATEN, RED, CDT = "aten/gemv", "gemv/reduction", "gemv/reduction-cdt"
+KINDS = ("gemv_labels", "grouped_mm_labels")  # written by collectors/gemv.py and collectors/grouped_mm.py
+
+
+def read_labels(path: str, kind: str = "gemv_labels") -> pd.DataFrame:
+    """A GEMV or grouped-GEMM label file, checksums verified; a one-line ``DatasetError`` naming the file when it is
+    corrupt or of another kind."""
+    from predictor.schema import DatasetError, read_parquet
+
+    table, meta = read_parquet(path, what=kind.replace("_", " "))
+    if meta.get("kind") != kind:
+        raise DatasetError(f"{path}: not {kind} (metadata kind {meta.get('kind')!r})")
+    frame = table.to_pandas()
+    frame.attrs["metadata"] = meta
+    return frame
 
 
 def wide(frame: pd.DataFrame) -> pd.DataFrame:
@@ -72,9 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m predictor.offline.gemv_eval", description=__doc__.splitlines()[0])
     parser.add_argument("dataset", help="GEMV labels written by python -m collectors.gemv")
     args = parser.parse_args(argv)
+    from predictor.schema import DatasetError
+
     try:
-        frame = pd.read_parquet(args.dataset)
-    except (OSError, ValueError) as exc:
+        frame = read_labels(args.dataset)
+    except (OSError, ValueError, DatasetError) as exc:
         print(f"gemv_eval: error: cannot read {args.dataset}: {exc}", file=sys.stderr)
         return 2
     table, max_n = evaluate(frame)
