@@ -1,0 +1,83 @@
+"""The serving benchmark's models, modes and sizes.
+
+Decoders at real widths (2 layers, random weights), called as a server calls them without a KV cache: decode is
+one token per sequence at a batch of B (every GEMM has M = B); prefill is one sequence of T tokens (M = T) with
+only the last token's logits. ``tiny`` is a small MLP for the CPU tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+MODES = ("plain-dynamic", "plain-static", "ma-static", "ma-dynamic", "hook-dynamic")
+SIZES = {"decode": (1, 2, 4, 8, 16, 32, 64, 128, 256), "prefill": (64, 128, 200, 512, 1000, 1536, 2048, 4096)}
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    name: str
+    description: str
+    build: Callable[[torch.device], nn.Module]
+    vocab: int  # input ids are drawn below it; 0: the model takes a float (size, width) tensor
+    width: int = 0
+
+
+class LastLogits(nn.Module):
+    """A causal LM called with input ids; returns the last token's logits (what a server samples from)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids, use_cache=False, logits_to_keep=1).logits
+
+
+def _causal_lm(config_name: str, **config: Any) -> Callable[[torch.device], nn.Module]:
+    def build(device: torch.device) -> nn.Module:
+        import transformers
+
+        torch.manual_seed(0)
+        lm = transformers.AutoModelForCausalLM.from_config(getattr(transformers, config_name)(**config))
+        return LastLogits(lm.to(device=device, dtype=torch.bfloat16))
+    return build
+
+
+def _tiny(device: torch.device) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 32)).to(device)
+
+
+REGISTRY: dict[str, ServedModel] = {m.name: m for m in [
+    ServedModel("llama", "Llama (TinyLlama-1.1B widths: 2048/5632, 32 heads, 4 kv: grouped-query attention), 2 layers",
+                _causal_lm("LlamaConfig", hidden_size=2048, intermediate_size=5632, num_attention_heads=32,
+                           num_key_value_heads=4, vocab_size=32000, num_hidden_layers=2), vocab=32000),
+    ServedModel("opt", "OPT-1.3b widths (2048/8192, 32 heads: multi-head attention, biases, ReLU), 2 layers",
+                _causal_lm("OPTConfig", hidden_size=2048, ffn_dim=8192, num_attention_heads=32, vocab_size=50272,
+                           word_embed_proj_dim=2048, num_hidden_layers=2, dropout=0.0), vocab=50272),
+    ServedModel("tiny", "Linear-GELU-Linear 32/64 (CPU tests)", _tiny, vocab=0, width=32),
+]}
+
+
+def get(name: str) -> ServedModel:
+    if name not in REGISTRY:
+        raise ValueError(f"unknown serving model {name!r}; known: {', '.join(REGISTRY)}")
+    return REGISTRY[name]
+
+
+def inputs(spec: ServedModel, phase: str, size: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """decode: (size, 1) ids; prefill: (1, size) ids; ``tiny``: a (size, width) float tensor either way."""
+    if not spec.vocab:
+        return (torch.randn(size, spec.width, device=device),)
+    shape = (size, 1) if phase == "decode" else (1, size)
+    return (torch.randint(0, spec.vocab, shape, device=device),)
+
+
+def mark_dynamic(args: tuple[torch.Tensor, ...], phase: str) -> None:
+    """Mark the served dimension dynamic (decode: the batch; prefill: the tokens), as a server compiling once does."""
+    dim = 0 if phase == "decode" or args[0].dim() == 2 and args[0].dtype.is_floating_point else 1
+    torch._dynamo.mark_dynamic(args[0], dim)

@@ -1,0 +1,108 @@
+"""results.md and step_vs_size.png from serving records: per model and phase, each mode's step time at every size,
+``hook-dynamic`` against the best of the four stock peers at that size and against ``plain-dynamic``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from . import models
+
+PEERS = ("plain-dynamic", "plain-static", "ma-static", "ma-dynamic")
+HOOK = "hook-dynamic"
+
+
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def table(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(model, phase) -> {"steps": {mode: {size: ms}}, "compile": {mode: s}, "recompiles": {mode: n}, "sizes": [...],
+    "vs_best": {size: ratio}, "vs_plain": {size: ratio}} over the ok records."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in records:
+        t = out.setdefault((r["model"], r["phase"]), {"steps": {}, "compile": {}, "recompiles": {}, "sizes": set()})
+        t["sizes"].add(r["size"])
+        if r.get("status") != "ok" or not r.get("step_ms"):
+            continue
+        t["steps"].setdefault(r["mode"], {})[r["size"]] = r["step_ms"]
+        dynamic = r["mode"].endswith("-dynamic")  # one compile over every size; static: one per size, summed
+        t["compile"][r["mode"]] = r["compile_s"] if dynamic else t["compile"].get(r["mode"], 0.0) + r["compile_s"]
+        t["recompiles"][r["mode"]] = max(t["recompiles"].get(r["mode"], 0), r.get("recompiles") or 0)
+    for t in out.values():
+        t["sizes"] = sorted(t["sizes"])
+        hook = t["steps"].get(HOOK, {})
+        t["vs_best"], t["vs_plain"] = {}, {}
+        for size, ms in hook.items():
+            peers = [t["steps"][m][size] for m in PEERS if size in t["steps"].get(m, {})]
+            if peers:
+                t["vs_best"][size] = min(peers) / ms
+            if size in t["steps"].get("plain-dynamic", {}):
+                t["vs_plain"][size] = t["steps"]["plain-dynamic"][size] / ms
+    return out
+
+
+def markdown(records: list[dict[str, Any]]) -> str:
+    gpus = sorted({str(r.get("gpu")) for r in records if r.get("gpu")}) or ["-"]
+    torch_versions = sorted({str(r.get("torch")) for r in records if r.get("torch")}) or ["-"]
+    lines = ["# Serving: one compile for every size", "", f"GPU {', '.join(gpus)} · torch {', '.join(torch_versions)}",
+             "", "Step time in ms by one CUDA-graph replay per size (lower is better); `hook-dynamic` vs best = the best "
+             f"of {', '.join(PEERS)} at that size / `hook-dynamic` (higher is better). Compile: dynamic modes, the one "
+             "graph's whole compile over every size; static modes, the sum of one compile per size.", ""]
+    for (model, phase), t in table(records).items():
+        modes = [m for m in models.MODES if m in t["steps"]]
+        lines += [f"## {model}, {phase}", "", models.get(model).description if model in models.REGISTRY else "", "",
+                  "| size | " + " | ".join(f"`{m}`" for m in modes) + " | hook vs best | hook vs plain-dynamic |",
+                  "|---|" + "---|" * (len(modes) + 2)]
+        for size in t["sizes"]:
+            cells = [f"{t['steps'][m][size]:.3f}" if size in t["steps"][m] else "-" for m in modes]
+            best, plain = t["vs_best"].get(size), t["vs_plain"].get(size)
+            lines.append(f"| {size} | " + " | ".join(cells) + f" | {best:.3f} |" if best else
+                         f"| {size} | " + " | ".join(cells) + " | - |")
+            lines[-1] += f" {plain:.3f} |" if plain else " - |"
+        geo_plain, worst = _geomean(list(t["vs_plain"].values())), min(t["vs_best"].values(), default=None)
+        compile_ratio = (t["compile"][HOOK] / t["compile"]["plain-dynamic"]
+                         if HOOK in t["compile"] and t["compile"].get("plain-dynamic") else None)
+        lines += ["", "| mode | compile s | recompiles |", "|---|---|---|"]
+        lines += [f"| `{m}` | {t['compile'][m]:.1f} | {t['recompiles'].get(m, 0)} |" for m in modes if m in t["compile"]]
+        lines += ["", f"`hook-dynamic`: geomean over sizes vs plain-dynamic "
+                  f"{'-' if geo_plain is None else f'{geo_plain:.3f}'}; worst vs the best peer "
+                  f"{'-' if worst is None else f'{worst:.3f}'}; compile vs plain-dynamic "
+                  f"{'-' if compile_ratio is None else f'{compile_ratio:.2f}x'}.", ""]
+    failed = [r for r in records if r.get("status") != "ok"]
+    if failed:
+        lines += ["## Not ok", ""] + [f"- {r['model']} {r['phase']} {r['mode']} size {r['size']}: {r.get('status')} "
+                                       f"{r.get('error', '')}" for r in failed]
+    return "\n".join(lines) + "\n"
+
+
+def plot(records: list[dict[str, Any]], path: Path) -> None:
+    """Step time against size, one line per mode, one panel per (model, phase); log-log."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tables = table(records)
+    fig, axes = plt.subplots(1, max(len(tables), 1), figsize=(5 * max(len(tables), 1), 4), squeeze=False)
+    for ax, ((model, phase), t) in zip(axes[0], tables.items()):
+        for mode in [m for m in models.MODES if m in t["steps"]]:
+            sizes = sorted(t["steps"][mode])
+            ax.plot(sizes, [t["steps"][mode][s] for s in sizes], marker="o", label=mode)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"{model}, {phase}")
+        ax.set_xlabel("batch size" if phase == "decode" else "tokens")
+        ax.set_ylabel("step ms (lower is better)")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(records: list[dict[str, Any]], out: Path) -> Path:
+    out = Path(out)
+    (out / "results.md").write_text(markdown(records))
+    plot(records, out / "step_vs_size.png")
+    return out / "results.md"

@@ -1,0 +1,177 @@
+"""Runner: every (model, phase, mode) in a fresh worker process with empty caches; resumable; results + report.
+
+    python -m benchmarks.serving.run --models llama,opt --out docs/benchmarks/serving/nvidia-h100 --lanes auto
+
+Each worker runs every size of its phase (``models.SIZES``, or ``--decode-sizes`` / ``--prefill-sizes``) and returns
+one record per size. After every worker its records are added to OUT/results.json (written atomically), so a
+command stopped at any point loses only the runs in flight; a rerun skips the (model, phase, mode) already there.
+--budget-s: no run starts after it, and runs still going are stopped there and left for the next call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.zoo.run import ZooError, lane_devices
+from benchmarks.zoo.worker import write_json
+
+from . import models, report
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ServingError(Exception):
+    """A one-line user error: ``serving: error: ...``, exit status 2."""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.serving.run", description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--models", default="llama,opt", help=f"comma list of: {', '.join(models.REGISTRY)}")
+    p.add_argument("--phases", default="decode,prefill", help="comma list of: decode, prefill")
+    p.add_argument("--modes", default=",".join(models.MODES), help="comma list of those modes")
+    p.add_argument("--decode-sizes", default=",".join(map(str, models.SIZES["decode"])), help="batch sizes")
+    p.add_argument("--prefill-sizes", default=",".join(map(str, models.SIZES["prefill"])), help="token counts")
+    p.add_argument("--out", required=True, type=Path, help="folder for results.json, results.md and the plot")
+    p.add_argument("--lanes", default="auto", help="GPUs used in parallel (auto: every visible one)")
+    p.add_argument("--repeats", type=int, default=30, help="timed replays per size")
+    p.add_argument("--run-timeout", type=float, default=540.0, help="seconds per (model, phase, mode) run")
+    p.add_argument("--budget-s", type=float, default=None, help="start no run after this many seconds")
+    p.add_argument("--report-only", action="store_true", help="only rewrite results.md and the plot")
+    return p.parse_args(argv)
+
+
+def _check(args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
+    """(model, phase, mode, sizes) to run, checked: one-line ServingError naming the bad value."""
+    todo = []
+    for model in args.models.split(","):
+        if model not in models.REGISTRY:
+            raise ServingError(f"unknown model {model!r}; known: {', '.join(models.REGISTRY)}")
+        for phase in args.phases.split(","):
+            if phase not in models.SIZES:
+                raise ServingError(f"unknown phase {phase!r}; expected decode or prefill")
+            sizes = args.decode_sizes if phase == "decode" else args.prefill_sizes
+            if not all(s.strip().isdigit() and int(s) > 0 for s in sizes.split(",")):
+                raise ServingError(f"--{phase}-sizes {sizes!r}: expected positive integers separated by commas")
+            for mode in args.modes.split(","):
+                if mode not in models.MODES:
+                    raise ServingError(f"unknown mode {mode!r}; known: {', '.join(models.MODES)}")
+                todo.append((model, phase, mode, sizes))
+    return todo
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ServingError(f"cannot read {path}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    if not (isinstance(data, list) and all(isinstance(r, dict) and {"model", "phase", "mode", "size"} <= set(r)
+                                           for r in data)):
+        raise ServingError(f"{path} is not a serving results file (a JSON list of records)")
+    return data
+
+
+def launch(args: argparse.Namespace, job: tuple[str, str, str, str], device: str | None,
+           deadline: float | None) -> list[dict[str, Any]] | None:
+    """One worker -> its records; None when the deadline stopped it (left for the next call)."""
+    model, phase, mode, sizes = job
+    timeout = args.run_timeout if deadline is None else min(args.run_timeout, deadline - time.monotonic())
+    tmp = Path(tempfile.mkdtemp(prefix="serving-"))
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"), "TRITON_CACHE_DIR": str(tmp / "triton"),
+           "PYTHONUNBUFFERED": "1"}
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = device
+    log = args.out / "logs" / f"{model}__{phase}__{mode}.log"
+    cmd = [sys.executable, "-m", "benchmarks.serving.worker", "--model", model, "--phase", phase, "--mode", mode,
+           "--sizes", sizes, "--repeats", str(args.repeats), "--json-out", str(tmp / "records.json")]
+    try:
+        with open(log, "w") as out:
+            try:
+                subprocess.run(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=max(timeout, 1))
+            except subprocess.TimeoutExpired:
+                if timeout < args.run_timeout:
+                    return None
+                return [{"model": model, "phase": phase, "mode": mode, "size": int(s), "status": "timeout",
+                         "error": f"no result within {args.run_timeout:.0f} s"} for s in sizes.split(",")]
+        try:
+            return json.loads((tmp / "records.json").read_text())
+        except (OSError, ValueError):
+            return [{"model": model, "phase": phase, "mode": mode, "size": int(s), "status": "error",
+                     "error": f"worker wrote no records; see {log.relative_to(args.out)}"} for s in sizes.split(",")]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except (ServingError, ZooError) as exc:
+        print(f"serving: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    results = args.out / "results.json"
+    records = load(results)
+    if args.report_only:
+        if not records:
+            raise ServingError(f"--report-only: no records in {results}")
+        report.write_report(records, args.out)
+        return 0
+    done = {(r["model"], r["phase"], r["mode"]) for r in records}
+    jobs: queue.Queue = queue.Queue()
+    todo = [job for job in _check(args) if job[:3] not in done]
+    for job in todo:
+        jobs.put(job)
+    (args.out / "logs").mkdir(parents=True, exist_ok=True)
+    write_json(str(results), records)
+    deadline = None if args.budget_s is None else time.monotonic() + args.budget_s
+    lock = threading.Lock()
+    bar = tqdm(total=len(todo), unit="run", file=sys.stderr, disable=None)
+
+    def lane(device: str | None) -> None:
+        while deadline is None or time.monotonic() < deadline:
+            try:
+                job = jobs.get_nowait()
+            except queue.Empty:
+                return
+            got = launch(args, job, device, deadline)
+            with lock:
+                if got is not None:
+                    records.extend(got)
+                    write_json(str(results), records)
+                    ok = sum(r.get("status") == "ok" for r in got)
+                    bar.write(f"{' '.join(job[:3])}: {ok}/{len(got)} sizes ok")
+                bar.update(1)
+
+    threads = [threading.Thread(target=lane, args=(d,), daemon=True) for d in lane_devices(args.lanes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    bar.close()
+    report.write_report(records, args.out)
+    left = len({job[:3] for job in todo} - {(r["model"], r["phase"], r["mode"]) for r in records})
+    if left:
+        print(f"serving: {left} run(s) left (budget spent): rerun the same command to continue", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

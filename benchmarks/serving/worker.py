@@ -1,0 +1,128 @@
+"""One (model, phase, mode) of the serving benchmark in this process: compile, run every size served, time each.
+
+    python -m benchmarks.serving.worker --model llama --phase decode --mode hook-dynamic --sizes 1,2,4 --json-out r.json
+
+Dynamic modes compile once with the served dimension marked dynamic (decode: the batch; prefill: the tokens) and
+then run every size; ``compile_s`` is the whole compile of that one graph over every size (each size's first call,
+recompiles included) and ``recompiles`` counts the graphs Dynamo compiled beyond the first. Static modes compile
+once per size (``torch._dynamo.reset()`` between sizes, so each is a first compile). Each size is timed by replaying
+one CUDA graph of the step (direct calls on a CPU). Any exception becomes status "error" for the sizes it hit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+import torch
+
+from benchmarks.zoo.worker import capture, environment, one_line, spread, step_times_ms, write_json
+
+from . import models
+
+log = logging.getLogger("serving.worker")
+SCHEMA_VERSION = 1
+WARMUP = 5
+
+
+def _compiler(mode: str) -> tuple[Callable[[torch.nn.Module], Callable], bool]:
+    """(compile function, dynamic?) for a mode name (``models.MODES``)."""
+    dynamic = mode.endswith("-dynamic")
+    if mode.startswith("plain"):
+        return (lambda m: torch.compile(m, dynamic=dynamic)), dynamic
+    if mode.startswith("ma"):
+        return (lambda m: torch.compile(m, mode="max-autotune-no-cudagraphs", dynamic=dynamic)), dynamic
+    import predictor
+
+    # no CUDA graph trees: each size is timed inside one outer CUDA graph of its own, like the peers
+    return (lambda m: predictor.compile(m, dynamic=dynamic, cudagraphs=False)), dynamic
+
+
+def _graphs_compiled() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def time_size(step: Callable[[], Any], repeats: int, device: torch.device) -> dict[str, Any]:
+    """Warm up, then the step's time by one CUDA-graph replay (direct calls where there is no CUDA)."""
+    for _ in range(WARMUP):
+        step()
+    if device.type != "cuda":
+        return {**spread(step_times_ms(step, repeats, device)), "timing": "direct"}
+    graph = capture(step)
+    for _ in range(WARMUP):
+        graph.replay()
+    return {**spread(step_times_ms(graph.replay, repeats, device)), "timing": "cudagraph-replay"}
+
+
+def run(model: str, phase: str, mode: str, sizes: list[int], repeats: int) -> list[dict[str, Any]]:
+    """One record per size (status "error" with the message for sizes that failed)."""
+    env = environment()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    compile_fn, dynamic = _compiler(mode)
+    spec = models.get(model)
+    module = spec.build(device).eval()
+    base = {"model": model, "phase": phase, "mode": mode, "schema_version": SCHEMA_VERSION, **env,
+            "lanes_per_gpu": int(os.environ.get("ZOO_LANES_PER_GPU", "1"))}
+    records: list[dict[str, Any]] = []
+    compiled: Callable | None = None
+    total_compile, first_graphs = 0.0, None
+    for size in sizes:
+        record = {**base, "size": size, "status": "ok"}
+        try:
+            inputs = models.inputs(spec, phase, size, device)
+            if compiled is None or not dynamic:
+                torch._dynamo.reset()
+                compiled = compile_fn(module)
+            if dynamic and size > 1:  # Dynamo specialises a size of 1: that size gets a graph of its own
+                models.mark_dynamic(inputs, phase)
+            with torch.no_grad():
+                torch.cuda.synchronize() if device.type == "cuda" else None
+                t0 = time.perf_counter()
+                compiled(*inputs)  # this size's first call: a compile, a recompile or neither
+                torch.cuda.synchronize() if device.type == "cuda" else None
+                first = time.perf_counter() - t0
+                graphs = _graphs_compiled()
+                first_graphs = graphs if first_graphs is None else first_graphs
+                total_compile += first
+                record["compile_s"] = total_compile if dynamic else first
+                record["recompiles"] = graphs - first_graphs if dynamic else 0
+
+                def step() -> Any:
+                    with torch.no_grad():
+                        return compiled(*inputs)
+                record.update(time_size(step, repeats, device))
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a record
+            traceback.print_exc()
+            record.update(status="error", error=one_line(exc))
+        records.append(record)
+        log.info("%s %s %s size %d: %s", model, phase, mode, size, record.get("step_ms"))
+    if dynamic:  # the one graph's whole compile, over every size served
+        for record in records:
+            record["compile_s"] = total_compile
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.serving.worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, choices=sorted(models.REGISTRY))
+    parser.add_argument("--phase", required=True, choices=("decode", "prefill"))
+    parser.add_argument("--mode", required=True, choices=models.MODES)
+    parser.add_argument("--sizes", required=True, help="comma list of batch sizes (decode) or token counts (prefill)")
+    parser.add_argument("--repeats", type=int, default=30, help="timed replays per size")
+    parser.add_argument("--json-out", required=True, help="where the records go (a JSON list)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    write_json(args.json_out, run(args.model, args.phase, args.mode, sizes, args.repeats))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""The serving benchmark on the CPU: a dynamic and a static mode over three sizes in fresh workers, the records,
+the resume, the report and the one-line refusals. (The GPU runs: docs/benchmarks/serving.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.serving import report, run
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "benchmarks.serving.run", "--models", "tiny", "--phases", "decode", "--modes",
+           "plain-dynamic,plain-static", "--decode-sizes", "1,3,8", "--repeats", "3", "--out", str(out), *extra]
+    env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=400)
+
+
+def test_one_dynamic_compile_serves_every_size_and_a_rerun_resumes(tmp_path):
+    proc = _run(tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = json.loads((tmp_path / "results.json").read_text())
+    by = {(r["mode"], r["size"]): r for r in records}
+    assert sorted(by) == [(m, s) for m in ("plain-dynamic", "plain-static") for s in (1, 3, 8)]
+    assert all(r["status"] == "ok" and r["step_ms"] > 0 and r["timing"] == "direct" for r in records)
+    dynamic = [by[("plain-dynamic", s)] for s in (1, 3, 8)]
+    assert len({r["compile_s"] for r in dynamic}) == 1  # the one graph's whole compile, over every size
+    assert dynamic[-1]["recompiles"] == 1  # size 1 is specialised; 3 and 8 share the dynamic graph
+    assert all(by[("plain-static", s)]["recompiles"] == 0 for s in (1, 3, 8))
+    md = (tmp_path / "results.md").read_text()
+    assert "## tiny, decode" in md and "| `plain-dynamic` |" in md and (tmp_path / "step_vs_size.png").exists()
+    again = _run(tmp_path)
+    assert again.returncode == 0 and len(json.loads((tmp_path / "results.json").read_text())) == 6
+
+
+@pytest.mark.parametrize(("args", "words"), [(["--modes", "fast"], "unknown mode 'fast'"),
+                                             (["--decode-sizes", "1,x"], "expected positive integers"),
+                                             (["--models", "gpt5"], "unknown model 'gpt5'")])
+def test_bad_arguments_are_one_line_errors(tmp_path, capsys, args, words):
+    base = ["--models", "tiny", "--phases", "decode", "--out", str(tmp_path)]
+    assert run.main(base + args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0]
+
+
+def test_report_compares_hook_dynamic_with_the_best_peer_at_each_size():
+    rec = lambda mode, size, ms, compile_s=10.0: {"model": "tiny", "phase": "decode", "mode": mode, "size": size,  # noqa: E731
+                                                  "status": "ok", "step_ms": ms, "compile_s": compile_s}
+    records = [rec("plain-dynamic", 1, 1.0), rec("plain-dynamic", 8, 2.0), rec("ma-static", 1, 0.5, 30.0),
+               rec("ma-static", 8, 2.5, 30.0), rec("hook-dynamic", 1, 0.8, 12.0), rec("hook-dynamic", 8, 1.6, 12.0)]
+    t = report.table(records)[("tiny", "decode")]
+    assert t["vs_best"] == {1: 0.5 / 0.8, 8: 2.0 / 1.6} and t["vs_plain"] == {1: 1.0 / 0.8, 8: 2.0 / 1.6}
+    assert t["compile"] == {"plain-dynamic": 10.0, "ma-static": 60.0, "hook-dynamic": 12.0}  # static: one per size
+    assert "compile vs plain-dynamic 1.20x" in report.markdown(records)
