@@ -272,3 +272,20 @@ def test_hook_figures_by_group():
     assert math.isclose(g["held-out set 3"]["min_speed_vs_best"], 1.0)  # falcon: ma-no-cudagraphs is its best
     md = report.markdown(records, s, [])
     assert "| held-out set 1 | 1 | 0.800 | 0.800 | 0.800 (mistral-prefill) | - | 2.00x | 2.00x |" in md
+
+
+def test_batch_one_and_mixture_of_experts_entries_build():
+    """The batch-1 decoders run one token at batch 1 (every GEMM has M=1) and the MoE entries build Mixtral's
+    routed experts; shrunk widths on the CPU."""
+    pytest.importorskip("transformers")
+    import torch
+
+    for name in ("llama-decode-b1", "qwen2-decode-b1", "phi3-decode-b1", "mixtral-moe-decode-b1"):
+        assert models.get(name).kind == "infer" and name in models.names()
+    cpu = torch.device("cpu")
+    config = models._mixtral_config(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                    num_key_value_heads=2, vocab_size=100)
+    assert (config.num_local_experts, config.num_experts_per_tok) == (8, 2)
+    lm = models._hf("AutoModelForCausalLM", config, cpu, torch.float32)
+    out = models.HFOut(lm, ("input_ids",), "logits", use_cache=False)(torch.randint(0, 100, (1, 1)))
+    assert out.shape == (1, 1, 100) and torch.isfinite(out).all()
