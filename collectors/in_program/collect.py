@@ -203,7 +203,8 @@ def phase_record(model: str, repeats: int, table_out: Path) -> dict[str, Any]:
 
 def table_compiler(table: dict[str, list]) -> Callable[[Any], Any]:
     """torch.compile with ``LookupTableChoices`` serving ``table``, on ``predictor.compile``'s backend and options
-    (CUDA graph trees for training graphs only; the accumulated-gradient guard), so only the GEMM choices differ."""
+    (CUDA graph trees for training graphs only: the step is timed by one outer replay; the accumulated-gradient guard),
+    so only the GEMM choices differ."""
     def compile_(module: Any) -> Any:
         from torch._inductor import config
 

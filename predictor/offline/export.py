@@ -212,9 +212,9 @@ def export_table(fn_or_module: Any, example_inputs: Any, out_path: str | os.Path
         triton_version = triton.__version__
     except Exception:  # noqa: BLE001 -- no triton: nothing to record
         triton_version = None
-    # the export runs the model under no_grad: with cudagraphs="auto" (predictor.compile's default) that is an
-    # inference graph, compiled without CUDA graph trees; production should compile it the same way
-    cudagraphs = compile_kwargs.get("cudagraphs", "auto") is True
+    # what production should compile with beside the table: predictor.compile's CUDA graph setting (trees on every
+    # graph by default)
+    cudagraphs = compile_kwargs.get("cudagraphs", True) is True
     doc = {
         "table": table,
         "gpu": current_gpu(),
