@@ -14,7 +14,8 @@ What it sets, and why (the figures, with the commands that reproduce them: docs/
   (``grouped_mm``): ``max_autotune_gemm`` alone would benchmark ~40 configs each.
 - CUDA graph trees on every graph, as ``mode="reduce-overhead"`` has them: a model called step by step from
   Python is otherwise launch-bound. Inside a caller's own CUDA-graph capture the compiled kernels run without the
-  trees, so the caller's graph captures them (``_capture_aware_cudagraphify``).
+  trees, so the caller's graph captures them (``_capture_aware_cudagraphify``; forward graphs only: a backward is
+  compiled later, outside this call, with the stock trees).
 - Gradient accumulation under the trees: a backward's gradient output lives in the trees' memory pool, and when
   ``.grad`` was empty autograd keeps that very tensor as ``.grad``; the next forward overwrites the pool, so a
   second backward without zeroing fails (pytorch/pytorch#169545, under ``mode="max-autotune"`` too).
