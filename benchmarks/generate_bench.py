@@ -84,10 +84,9 @@ def report(records: list[dict[str, Any]]) -> str:
             lines.append(f"| {r['model']} | {r['mode']} | {r['status']}: {r.get('error', '')[:120]} | | | |")
             continue
         a = auto.get(r["model"])
-        lines.append(f"| {r['model']} | `{r['mode']}` | {r['tokens_per_s']:.0f} | "
-                     f"{r['tokens_per_s'] / a['tokens_per_s']:.3f} | {r['compile_s']:.1f} | "
-                     f"{'yes' if a and r['tokens'] == a['tokens'] else 'no' if a else '-'} |" if a else
-                     f"| {r['model']} | `{r['mode']}` | {r['tokens_per_s']:.0f} | - | {r['compile_s']:.1f} | - |")
+        ratio = f"{r['tokens_per_s'] / a['tokens_per_s']:.3f}" if a else "-"
+        same = "-" if not a else "yes" if r["tokens"] == a["tokens"] else "no"
+        lines.append(f"| {r['model']} | `{r['mode']}` | {r['tokens_per_s']:.0f} | {ratio} | {r['compile_s']:.1f} | {same} |")
     return "\n".join(lines) + "\n"
 
 

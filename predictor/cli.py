@@ -128,6 +128,20 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _add_gemv_eval(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "gemv-eval", "the GEMV rule on GEMV labels: its threshold and held-out oracle@1 beside "
+                                      "cuBLAS-only and the reduction everywhere")
+    p.add_argument("dataset", help="GEMV labels written by python -m collectors.gemv")
+
+    def run(args: argparse.Namespace) -> int:
+        from .offline.gemv_eval import evaluate, markdown, read_labels
+
+        print(markdown(*evaluate(read_labels(args.dataset))))
+        return 0
+
+    p.set_defaults(func=run)
+
+
 def _add_report(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "report", "compare two evaluation results (metrics.json) side by side")
     p.add_argument("--compare", nargs=2, required=True, metavar=("A", "B"), help="two metrics.json files or report dirs")
@@ -180,6 +194,7 @@ def build_parser(plugins: Iterable[Callable[[argparse._SubParsersAction], None]]
     _add_train(sub)
     _add_evaluate(sub)
     _add_report(sub)
+    _add_gemv_eval(sub)
     _add_export(sub)
     registered = set()
     for register in [*plugins, *_entry_point_plugins()]:

@@ -82,5 +82,16 @@ def test_shipped_labels_fit_the_rules_threshold_and_beat_cublas_only_held_out():
 
 
 def test_evaluator_refuses_an_unreadable_file_in_one_line(tmp_path, capsys):
-    assert gemv_eval.main([str(tmp_path / "missing.parquet")]) == 2
-    assert "cannot read" in capsys.readouterr().err
+    from predictor.cli import main
+
+    assert main(["gemv-eval", str(tmp_path / "missing.parquet")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "missing.parquet" in err[0]
+
+
+def test_evaluator_prints_the_table_and_the_threshold(capsys):
+    from predictor.cli import main
+
+    assert main(["gemv-eval", str(LABELS)]) == 0
+    out = capsys.readouterr().out
+    assert "| rule (held out by model) | 60 | 0.985 |" in out and f"max_n = {gemv.MAX_N}" in out

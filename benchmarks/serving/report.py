@@ -55,12 +55,11 @@ def markdown(records: list[dict[str, Any]]) -> str:
         lines += [f"## {model}, {phase}", "", models.get(model).description if model in models.REGISTRY else "", "",
                   "| size | " + " | ".join(f"`{m}`" for m in modes) + " | hook vs best | hook vs plain-dynamic |",
                   "|---|" + "---|" * (len(modes) + 2)]
+        fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
         for size in t["sizes"]:
-            cells = [f"{t['steps'][m][size]:.3f}" if size in t["steps"][m] else "-" for m in modes]
-            best, plain = t["vs_best"].get(size), t["vs_plain"].get(size)
-            lines.append(f"| {size} | " + " | ".join(cells) + f" | {best:.3f} |" if best else
-                         f"| {size} | " + " | ".join(cells) + " | - |")
-            lines[-1] += f" {plain:.3f} |" if plain else " - |"
+            cells = [fmt(t["steps"][m].get(size)) for m in modes]
+            cells += [fmt(t["vs_best"].get(size)), fmt(t["vs_plain"].get(size))]
+            lines.append(f"| {size} | " + " | ".join(cells) + " |")
         geo_plain, worst = _geomean(list(t["vs_plain"].values())), min(t["vs_best"].values(), default=None)
         compile_ratio = (t["compile"][HOOK] / t["compile"]["plain-dynamic"]
                          if HOOK in t["compile"] and t["compile"].get("plain-dynamic") else None)

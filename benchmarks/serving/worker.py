@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import torch
 
-from benchmarks.zoo.worker import capture, environment, one_line, spread, step_times_ms, write_json
+from benchmarks.zoo.worker import _sync, capture, environment, one_line, spread, step_times_ms, write_json
 
 from . import models
 
@@ -83,10 +83,10 @@ def run(model: str, phase: str, mode: str, sizes: list[int], repeats: int) -> li
             if dynamic and size > 1:  # Dynamo specialises a size of 1: that size gets a graph of its own
                 models.mark_dynamic(inputs, phase)
             with torch.no_grad():
-                torch.cuda.synchronize() if device.type == "cuda" else None
+                _sync(device)
                 t0 = time.perf_counter()
                 compiled(*inputs)  # this size's first call: a compile, a recompile or neither
-                torch.cuda.synchronize() if device.type == "cuda" else None
+                _sync(device)
                 first = time.perf_counter() - t0
                 graphs = _graphs_compiled()
                 first_graphs = graphs if first_graphs is None else first_graphs

@@ -119,12 +119,13 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         for mode, r in runs.items():
             alike = kind == "train" or r.get("timing") == REPLAY
             plain_alike = plain if (kind == "train" or plain.get("timing") == r.get("timing")) else {}
+            called = called_ms(r) if kind != "train" else None
             models[model][mode] = {
                 "status": r.get("status"), "correct": r.get("correct"), "compile_s": r.get("compile_s"),
-                "step_ms": r.get("step_ms"), "timing": r.get("timing"), "called_ms": called_ms(r) if kind != "train" else None,
+                "step_ms": r.get("step_ms"), "timing": r.get("timing"), "called_ms": called,
                 "speed_vs_plain": _ratio(plain_alike.get("step_ms"), r.get("step_ms")),
                 "speed_vs_best": _ratio(best[model]["step"], r.get("step_ms")) if alike else None,
-                "called_vs_best": (_ratio(best[model]["called"], called_ms(r)) if kind != "train" else None),
+                "called_vs_best": _ratio(best[model]["called"], called),
                 "compile_vs_plain": _ratio(r.get("compile_s"), plain.get("compile_s")), "runs": r["runs"]}
     per_mode: dict[str, dict[str, Any]] = {}
     for mode in mode_names:

@@ -1,6 +1,6 @@
 """GEMV labels -> the GEMV rule's threshold and its held-out oracle@1 beside the baselines.
 
-    python -m predictor.offline.gemv_eval datasets/nvidia-h200/gemv.parquet
+    gemm-predictor gemv-eval datasets/nvidia-h200/gemv.parquet
 
 The rule (``predictor.runtime.gemv.takes_reduction``) takes the reduction form for a one-row GEMM whose weight is
 column-major (``F.linear``'s) with at most ``max_n`` outputs. ``max_n`` is fitted here: leave one model group out
@@ -11,9 +11,6 @@ reduction heuristic on every GEMV) and ``coordinate-descent`` (the searched redu
 """
 
 from __future__ import annotations
-
-import argparse
-import sys
 
 import numpy as np
 import pandas as pd
@@ -82,24 +79,9 @@ def evaluate(frame: pd.DataFrame) -> tuple[pd.DataFrame, float]:
     return pd.DataFrame(rows), fit_max_n(w)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m predictor.offline.gemv_eval", description=__doc__.splitlines()[0])
-    parser.add_argument("dataset", help="GEMV labels written by python -m collectors.gemv")
-    args = parser.parse_args(argv)
-    from predictor.schema import DatasetError
-
-    try:
-        frame = read_labels(args.dataset)
-    except (OSError, ValueError, DatasetError) as exc:
-        print(f"gemv_eval: error: cannot read {args.dataset}: {exc}", file=sys.stderr)
-        return 2
-    table, max_n = evaluate(frame)
-    print("| method | problems | oracle@1 | p5 | hit@1 |\n|---|---|---|---|---|")
-    for r in table.itertuples(index=False):
-        print(f"| {r.method} | {r.problems} | {r._2:.3f} | {r.p5:.3f} | {r._4:.3f} |")
-    print(f"\nthreshold fitted on every group: max_n = {max_n:.0f}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def markdown(table: pd.DataFrame, max_n: float) -> str:
+    """``evaluate``'s table as markdown, and the threshold fitted on every group."""
+    lines = ["| method | problems | oracle@1 | p5 | hit@1 |", "|---|---|---|---|---|"]
+    lines += [f"| {r['method']} | {r['problems']} | {r['oracle@1']:.3f} | {r['p5']:.3f} | {r['hit@1']:.3f} |"
+              for r in table.to_dict("records")]
+    return "\n".join(lines) + f"\n\nthreshold fitted on every group: max_n = {max_n:.0f}"

@@ -142,7 +142,8 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     ``fallback``: what a GEMM the hook cannot rank gets (``"aten"``, plain's choice; ``"full"``, stock
     max-autotune). ``tune``: benchmark the model's top ``tune`` kernels per GEMM (and cuBLAS) in Inductor's own
     benchmark instead of deciding alone: a longer compile for users who accept one.
-    ``options``: extra Inductor options, applied over the recommended ones. Anything else goes to ``torch.compile`` (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).
+    ``options``: extra Inductor options, applied over the recommended ones. Anything else goes to ``torch.compile``
+    (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).
 
     The hook is installed process-wide (``predictor.stats()`` counts its decisions; ``predictor.uninstall()``
     removes it); compiling several models with the same settings shares one hook."""

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
 from typing import Any, Callable
+
+from .table_patch import wrapped_entries
 
 
 def _plain(lower: Callable[..., Any]) -> Callable[..., Any]:
@@ -29,7 +30,6 @@ def _plain(lower: Callable[..., Any]) -> Callable[..., Any]:
             return lower(*args, **kwargs)
         with config.patch(max_autotune_gemm=False):
             return lower(*args, **kwargs)
-    lower_as_plain.predictor_plain_convolution = True  # type: ignore[attr-defined]
     return lower_as_plain
 
 
@@ -46,17 +46,10 @@ def _plain_ops() -> list[Any]:
     return ops
 
 
-@contextlib.contextmanager
-def convolutions_as_plain() -> Iterator[None]:
+def convolutions_as_plain() -> contextlib.AbstractContextManager[None]:
     """While active, Inductor lowers ``aten.convolution`` and scaled grouped GEMMs with ``max_autotune_gemm`` off (the
     lowering table's entries are restored on exit, also on an error)."""
     from torch._inductor import lowering
 
-    originals = {key: lowering.lowerings[key] for key in _plain_ops() if key in lowering.lowerings}
-    for key, lower in originals.items():
-        if not getattr(lower, "predictor_plain_convolution", False):  # nested compiles wrap once
-            lowering.lowerings[key] = _plain(lower)
-    try:
-        yield
-    finally:
-        lowering.lowerings.update(originals)
+    return wrapped_entries([lowering.lowerings], _plain_ops(), lambda _key, lower: _plain(lower),
+                           "predictor_plain_convolution")

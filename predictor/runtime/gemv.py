@@ -1,4 +1,4 @@
-"""The matrix-vector product (GEMV: one row, M=1, or one column, N=1) as a fused Triton reduction.
+"""The matrix-vector product (GEMV: a GEMM with one row, M=1) as a fused Triton reduction.
 
 Why: a GEMM with one row reads every weight once and does two flops per weight, so its speed is HBM bandwidth;
 cuBLAS's GEMV path reaches less of it than a Triton reduction over K does, and the reduction also fuses the
@@ -18,7 +18,9 @@ import functools
 from collections.abc import Iterator
 from typing import Any, Callable
 
-# Where the labels say the reduction pays (datasets/nvidia-h200/GEMV.md, python -m predictor.offline.gemv_eval):
+from .table_patch import wrapped_entries
+
+# Where the labels say the reduction pays (datasets/nvidia-h200/GEMV.md, gemm-predictor gemv-eval):
 # a column-major weight (F.linear's, K contiguous per output) with at most MAX_N outputs. Wider heads (vocabulary
 # projections) and row-major weights run slower under Inductor's default reduction blocks than under cuBLAS.
 MAX_N = 6144
@@ -78,7 +80,6 @@ def _mm(original: Callable[..., Any]) -> Callable[..., Any]:
             _COUNTS["gemv_reductions"] += 1
             return _reduction(a, b)
         return original(a, b, *args, **kwargs)
-    mm_as_gemv.predictor_gemv = True  # type: ignore[attr-defined]
     return mm_as_gemv
 
 
@@ -91,7 +92,6 @@ def _addmm(original: Callable[..., Any]) -> Callable[..., Any]:
             product = product if alpha == 1 else product * alpha
             return product + (bias if beta == 1 else bias * beta)
         return original(bias, a, b, *args, beta=beta, alpha=alpha, **kwargs)
-    addmm_as_gemv.predictor_gemv = True  # type: ignore[attr-defined]
     return addmm_as_gemv
 
 
@@ -99,15 +99,16 @@ _COUNTS = {"gemv_reductions": 0}
 
 
 def gemv_count() -> int:
-    """GEMMs traced into the reduction form in this process (``predictor.stats()`` reports it)."""
+    """GEMMs traced into the reduction form in this process (the zoo's records report it beside the hook's stats)."""
     return _COUNTS["gemv_reductions"]
 
 
 @contextlib.contextmanager
 def gemv_as_reduction(rule: Callable[[int, int, str, str], bool] | None = None) -> Iterator[None]:
-    """While active, Inductor's decomposition table turns each GEMV that ``rule(n, k, dtype, layout_b)`` takes (default:
-    ``takes_reduction``) into the reduction form; other GEMMs keep their decompositions (or none). The table's
-    entries are restored on exit, also on an error. (The GEMV collector passes a rule that takes every GEMV.)"""
+    """While active, Inductor's ``mm``/``addmm`` decompositions turn each GEMV that ``rule(n, k, dtype, layout_b)``
+    takes (default: ``takes_reduction``) into the reduction form and leave every other GEMM to the original
+    decomposition. The tables are restored on exit, also on an error. (The GEMV collector passes a rule that takes
+    every GEMV.)"""
     import torch
     from torch._inductor import decomposition
 
@@ -118,29 +119,9 @@ def gemv_as_reduction(rule: Callable[[int, int, str, str], bool] | None = None) 
     copy = getattr(decomposition, "fast_random_decomps", None)
     if callable(copy):
         tables.append(copy())
-    saved = [(table, {op: table.get(op) for op in wrappers}) for table in tables]
-    for table in tables:
-        for op, wrap in wrappers.items():
-            current = table.get(op)
-            if current is not None and getattr(current, "predictor_gemv", False):
-                continue  # nested compiles wrap once
-            table[op] = wrap(current if current is not None else _no_decomposition(op))
     _RULE.append(rule or takes_reduction)
     try:
-        yield
+        with wrapped_entries(tables, wrappers, lambda op, original: wrappers[op](original), "predictor_gemv"):
+            yield
     finally:
         _RULE.pop()
-        for table, originals in saved:
-            for op, original in originals.items():
-                if original is None:
-                    table.pop(op, None)
-                else:
-                    table[op] = original
-
-
-def _no_decomposition(op: Any) -> Callable[..., Any]:
-    """For an op without a decomposition of its own: NotImplemented tells the tracer to keep the op."""
-    def keep(*args: Any, **kwargs: Any) -> Any:
-        return NotImplemented
-    return keep
-

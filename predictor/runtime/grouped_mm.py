@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
 from typing import Any, Callable
+
+from .table_patch import wrapped_entries
 
 # (max rows per expert, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)); above the last band: aten
 BANDS: tuple[tuple[int, tuple[int, int, int, int, int]], ...] = (
@@ -69,12 +70,10 @@ def _decided(lower: Callable[..., Any]) -> Callable[..., Any]:
                 return lower(mat_a, mat_b, *args, **kwargs)
         finally:
             mm_grouped.grouped_mm_configs = original
-    lower_decided.predictor_grouped = True  # type: ignore[attr-defined]
     return lower_decided
 
 
-@contextlib.contextmanager
-def grouped_mm_decided() -> Iterator[None]:
+def grouped_mm_decided() -> contextlib.AbstractContextManager[None]:
     """While active, Inductor lowers ``aten._grouped_mm`` with the band's config (or as plain); the lowering
     table's entries are restored on exit, also on an error."""
     import torch
@@ -82,11 +81,4 @@ def grouped_mm_decided() -> Iterator[None]:
 
     packet = getattr(torch.ops.aten, "_grouped_mm", None)
     keys = [] if packet is None else [packet, packet.default]
-    originals = {key: lowering.lowerings[key] for key in keys if key in lowering.lowerings}
-    for key, lower in originals.items():
-        if not getattr(lower, "predictor_grouped", False):
-            lowering.lowerings[key] = _decided(lower)
-    try:
-        yield
-    finally:
-        lowering.lowerings.update(originals)
+    return wrapped_entries([lowering.lowerings], keys, lambda _key, lower: _decided(lower), "predictor_grouped")

@@ -1,0 +1,32 @@
+"""Entries of Inductor's dispatch tables (lowerings, decompositions) wrapped for the length of one compile.
+
+Why one helper: ``predictor.compile`` changes how a few ops are lowered or decomposed (convolutions, grouped GEMMs,
+GEMVs) only inside its own compiles; each wrap must happen once when compiles nest and be undone on exit, also on
+an error, so a plain ``torch.compile`` in the same process sees Inductor's own tables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import Any, Callable
+
+
+@contextlib.contextmanager
+def wrapped_entries(tables: Iterable[dict[Any, Any]], keys: Iterable[Any],
+                    wrap: Callable[[Any, Callable[..., Any]], Callable[..., Any]], marker: str) -> Iterator[None]:
+    """While active, every ``key`` present in each table maps to ``wrap(key, original)``; a wrapped entry carries
+    ``marker`` (set here), so a nested compile leaves it as it is. The original entries are back on exit."""
+    keys = list(keys)
+    saved = [(table, {key: table[key] for key in keys if key in table}) for table in tables]
+    for table, originals in saved:
+        for key, original in originals.items():
+            if not getattr(original, marker, False):
+                wrapped = wrap(key, original)
+                setattr(wrapped, marker, True)
+                table[key] = wrapped
+    try:
+        yield
+    finally:
+        for table, originals in saved:
+            table.update(originals)
