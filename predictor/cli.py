@@ -142,6 +142,20 @@ def _add_gemv_eval(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _add_gemv_fit(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "gemv-fit", "GEMV block labels -> the runtime's block table and its held-out oracle@1")
+    p.add_argument("dataset", help="GEMV block labels written by python -m collectors.gemv_blocks")
+    p.add_argument("--out", help="write the table here (models/gemv-blocks/<gpu>.json)")
+
+    def run(args: argparse.Namespace) -> int:
+        from .offline.gemv_blocks_fit import run as fit
+
+        print(fit(args.dataset, args.out))
+        return 0
+
+    p.set_defaults(func=run)
+
+
 def _add_report(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "report", "compare two evaluation results (metrics.json) side by side")
     p.add_argument("--compare", nargs=2, required=True, metavar=("A", "B"), help="two metrics.json files or report dirs")
@@ -195,6 +209,7 @@ def build_parser(plugins: Iterable[Callable[[argparse._SubParsersAction], None]]
     _add_evaluate(sub)
     _add_report(sub)
     _add_gemv_eval(sub)
+    _add_gemv_fit(sub)
     _add_export(sub)
     registered = set()
     for register in [*plugins, *_entry_point_plugins()]:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 ATEN, RED, CDT = "aten/gemv", "gemv/reduction", "gemv/reduction-cdt"
-KINDS = ("gemv_labels", "grouped_mm_labels")  # written by collectors/gemv.py and collectors/grouped_mm.py
+KINDS = ("gemv_labels", "grouped_mm_labels", "gemv_block_labels")  # collectors/gemv.py, grouped_mm.py, gemv_blocks.py
 
 
 def read_labels(path: str, kind: str = "gemv_labels") -> pd.DataFrame:

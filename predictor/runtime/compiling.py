@@ -32,6 +32,7 @@ from typing import Any, Callable
 from . import installing
 from .conv_lowering import convolutions_as_plain
 from .gemv import gemv_as_reduction
+from .gemv_blocks import gemv_blocks
 from .grouped_mm import grouped_mm_decided
 from .policy import DECIDE_MIN_GAP
 from .settings import HookSettings
@@ -118,7 +119,8 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
             patches = {**self.config, **(kwargs.get("config_patches") or {}), "triton.cudagraphs": trees}
             # compile_fx re-applies config_patches around the backward pass, which is compiled later, lazily;
             # lowerings and decompositions apply to the forward graph traced here (the backward is traced with it)
-            with convolutions_as_plain(), grouped_mm_decided(), gemv_as_reduction(), _capture_aware_cudagraphify():
+            with convolutions_as_plain(), grouped_mm_decided(), gemv_as_reduction(), gemv_blocks(), \
+                    _capture_aware_cudagraphify():
                 return compile_fx(model_, inputs_, config_patches=patches)
 
     return PredictorInductor(None, {**options, "triton.cudagraphs": cudagraphs is not False}, None)

@@ -5,8 +5,8 @@ cuBLAS's GEMV path reaches less of it than a Triton reduction over K does, and t
 bias and the following pointwise ops (batch-1 LLM decode: docs/GEMV.md). Inductor has the reduction form (its
 ``mm`` decomposition, ``torch/_inductor/decomposition.py``) but only under ``coordinate_descent_tuning``, which
 also tunes every other kernel of the graph (4-5x plain's compile). Here the decision is made per GEMM, at trace
-time, from ``takes_reduction`` (its threshold fitted on the GEMV labels, ``datasets/nvidia-h200/GEMV.md``), and
-the reduction's block sizes are Inductor's own reduction heuristic: nothing is searched at compile time.
+time, from ``takes_reduction`` (a threshold fitted on ``datasets/nvidia-h200/GEMV.md``), and the reduction's blocks
+come from the GEMV block table of this GPU (``gemv_blocks.py``): nothing is searched at compile time.
 
 The rule needs M statically known to be 1; a dynamic batch never takes this path here.
 """
@@ -29,7 +29,12 @@ DEVICES = ("cuda",)  # Inductor's mm decomposition has the reduction form for GP
 
 
 def takes_reduction(n: int, k: int, dtype: str, layout_b: str) -> bool:
-    """Whether a one-row GEMM with an (n, k) weight runs as a Triton reduction rather than cuBLAS's GEMV."""
+    """Whether a one-row GEMM with an (n, k) weight runs as a Triton reduction rather than cuBLAS's GEMV: column-major
+    weights (F.linear's) with at most ``MAX_N`` outputs. With the GEMV block table the reduction beats cuBLAS in
+    isolation at every width (``datasets/nvidia-h200/GEMV_BLOCKS.md``); taking it for the wide heads too was timed
+    once in whole models, while a GEMV kernel fused with the final norm still ran Inductor's default blocks, and made
+    a batch-1 Qwen2 0.85x slower on the H200 (docs/FINDINGS.md). Until wide heads are timed in models again, the
+    width threshold stays."""
     return dtype in DTYPES and layout_b == "col" and n <= MAX_N
 
 

@@ -1,0 +1,193 @@
+"""GEMV block labels: every candidate block config of the GEMV reduction, beside cuBLAS and Inductor's default.
+
+    python -m collectors.gemv_blocks --out datasets/nvidia-h100/gemv_blocks.parquet
+
+Per problem (one-row GEMMs of real decoders, ``corpus()``: single projections with K > 1024, where Inductor's
+reduction is not persistent, and the gate and up projections as one fused pair followed by SiLU-and-multiply, as
+Inductor fuses them in a decoder's MLP), these candidates, timed round-robin in one CUDA graph with L2 flushed
+before every launch (``collectors.timing``; median and IQR of ``--reps``):
+
+- ``aten/plain``: the function under plain ``torch.compile`` (cuBLAS's GEMV and, for a pair, one pointwise kernel);
+- ``gemv/reduction``: the reduction form (``predictor.runtime.gemv``) under Inductor's default reduction blocks;
+- ``gemv/X{XBLOCK}_R{R0_BLOCK}_w{num_warps}``: the reduction form with each block config of
+  ``predictor.runtime.gemv_blocks.GRID`` that fits: one kernel compiled with every config, each config's launcher
+  run on the kernel's own arguments.
+
+Outputs are checked against the fp32 product (``rel_err``; a fused pair's block configs write the gate and up
+products, not the final output: not checked there, the same kernel source as ``gemv/reduction``). Written after
+every problem (resumable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from collectors.gemv import _MODELS, _VARIANTS, collect
+from predictor.runtime.gemv_blocks import MIN_K
+
+log = logging.getLogger(__name__)
+KIND = "gemv_block_labels"
+
+
+def corpus() -> list[dict[str, Any]]:
+    """Single GEMVs (each model's first dtype, column-major weights) and gate-up pairs (``weights`` = 2)."""
+    rows = []
+    for group, shapes in _MODELS.items():
+        dtype = next(d for d, layout in _VARIANTS[group] if layout == "col")
+        base = {"op": "mm", "b": 1, "m": 1, "dtype": dtype, "out_dtype": dtype, "layout_a": "row",
+                "layout_b": "col", "family_tag": f"gemv:{group}"}
+        for n, k in shapes:
+            if k >= MIN_K:
+                rows.append({**base, "n": n, "k": k, "weights": 1})
+        gate_up, hidden = shapes[2][0], shapes[0][1]  # (intermediate, hidden) of the MLP's gate and up
+        if hidden >= MIN_K and group not in ("phi3-mini", "gpt2"):  # these fuse gate-up in one weight / have none
+            rows.append({**base, "n": gate_up, "k": hidden, "weights": 2})
+    return rows
+
+
+def _operands(p: dict[str, Any]) -> list[Any]:
+    import torch
+
+    dtype = getattr(torch, p["dtype"])
+    x = torch.randn(1, p["k"], device="cuda", dtype=dtype)
+    weights = [(torch.randn(p["n"], p["k"], device="cuda", dtype=dtype) / p["k"] ** 0.5).t()
+               for _ in range(p["weights"])]
+    return [x, *weights]
+
+
+def _function(weights: int) -> Callable[..., Any]:
+    """A new function object with its own code object on every call: Dynamo keeps compiled code per code object,
+    so two compiles of one function with equal backends would share (and overwrite) one another's entry."""
+    import torch.nn.functional as F
+
+    source = "lambda x, b: x @ b" if weights == 1 else "lambda x, g, u: F.silu(x @ g) * (x @ u)"
+    return eval(compile(source, f"<gemv x{weights}>", "eval"), {"F": F})  # noqa: S307 - fixed source, no input
+
+
+@contextlib.contextmanager
+def _captured_launchers(sink: list[tuple[list[Any], tuple[Any, ...], dict[str, Any]]]) -> Iterator[None]:
+    """While active, a kernel with several configs (the grid) is not benchmarked by Inductor: its autotuner, the
+    kernel's own arguments and kwargs are kept in ``sink`` and the first config is taken (Inductor then drops the
+    other launchers from the autotuner, so the list is copied); ``measure`` times every
+    launcher itself. (Inductor's ``bench`` would time its Python launcher and argument clones too, which for a
+    5 us kernel is most of the time.)"""
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    original = CachingAutotuner.benchmark_all_configs
+
+    def benchmark_all_configs(self: Any, *args: Any, **kwargs: Any) -> dict[Any, float]:
+        sink.append((list(self.launchers), args, kwargs))
+        return {launcher: float(i) for i, launcher in enumerate(self.launchers)}
+
+    CachingAutotuner.benchmark_all_configs = benchmark_all_configs
+    try:
+        yield
+    finally:
+        CachingAutotuner.benchmark_all_configs = original
+
+
+def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
+    """The rows of one problem (one per candidate)."""
+    import torch
+
+    from collectors.timing import time_round_robin
+    from predictor.runtime.gemv import gemv_as_reduction
+    from predictor.runtime.gemv_blocks import GRID, GemvKernel, config_name, fits, gemv_blocks
+
+    torch._dynamo.reset()
+    args = _operands(p)
+    ref = _function(p["weights"])(*[a.float() for a in args])
+    tol = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 5e-2}[p["dtype"]]
+    kernel = GemvKernel(p["n"], p["k"], p["dtype"], p["weights"])
+    grid = [c for c in GRID if fits(c, kernel)]
+
+    def compiled(decompose: bool, choose: Any = None) -> Callable[..., Any]:
+        compiled_fn = torch.compile(_function(p["weights"]), dynamic=False)
+        if not decompose:
+            compiled_fn(*args)
+            return compiled_fn
+        with gemv_as_reduction(rule=lambda *problem: True), gemv_blocks(choose or (lambda kernel: None)):
+            compiled_fn(*args)  # compiles with the decomposition (for the grid: every config, not benchmarked)
+        return compiled_fn
+
+    plain = compiled(decompose=False)
+    default = compiled(decompose=True)
+    captured: list[tuple[list[Any], tuple[Any, ...], dict[str, Any]]] = []
+    with _captured_launchers(captured):
+        compiled(decompose=True, choose=lambda k: grid if k == kernel else None)
+    if len(captured) != 1:
+        raise RuntimeError(f"expected one GEMV kernel with {len(grid)} configs, captured {len(captured)} "
+                           "(Inductor's code generation changed?)")
+    launchers, kargs, kkwargs = captured[0]
+    out_index = next(i for i, a in enumerate(kargs) if isinstance(a, torch.Tensor) and a.shape == ref.shape
+                     and a.data_ptr() not in {t.data_ptr() for t in args})  # the kernel's output buffer (1, n)
+
+    def launch(launcher: Any) -> Callable[[], None]:
+        return lambda: launcher(*kargs, **kkwargs, stream=torch.cuda.current_stream().cuda_stream)
+
+    candidates: dict[str, Callable[[], Any]] = {"aten/plain": lambda: plain(*args),
+                                                "gemv/reduction": lambda: default(*args)}
+    outputs: dict[str, Any] = {}
+    for launcher in launchers:
+        name = "gemv/" + config_name({**launcher.config.kwargs, "num_warps": launcher.config.num_warps})
+        candidates[name] = launch(launcher)
+    rows = []
+    for name, call in candidates.items():
+        result = call()
+        torch.cuda.synchronize()
+        outputs[name] = result if result is not None else kargs[out_index].clone()
+    if p["weights"] == 2:  # the grid kernel writes gate and up products: compare the fused output of plain/default
+        for name in list(outputs):
+            if name.startswith("gemv/X"):
+                outputs[name] = None
+    times, method = time_round_robin(list(candidates.values()), flush, reps=reps)
+    for (name, _), t in zip(candidates.items(), times):
+        out = outputs[name]
+        rel = float("nan") if out is None else ((out.float() - ref).norm() / ref.norm()).item()
+        ok = out is None or rel <= tol
+        q1, med, q3 = (float(v) for v in pd.Series(t).quantile([0.25, 0.5, 0.75]))
+        rows.append({**p, "candidate": name, "family": name.split("/")[0], "status": "ok" if ok else "wrong_result",
+                     "rel_err": rel, "time_us": med, "time_us_iqr": q3 - q1, "reps": reps, "timing": method})
+    blocks = {r["candidate"]: r["time_us"] for r in rows if r["candidate"].startswith("gemv/X")}
+    best = min(blocks, key=blocks.get)
+    log.info("%s n=%d k=%d x%d: plain %.1f us, default %.1f us, best %s %.1f us", p["family_tag"], p["n"], p["k"],
+             p["weights"], rows[0]["time_us"], rows[1]["time_us"], best, blocks[best])
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m collectors.gemv_blocks", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="parquet file (resumed when it exists)")
+    parser.add_argument("--limit", type=int, default=None, help="stop after this many new problems")
+    parser.add_argument("--reps", type=int, default=20, help="timed runs per candidate")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    problems = [dict(p, op=f"mm-x{p['weights']}") for p in corpus()]
+    import torch._inductor.config as inductor_config
+
+    # every compile fresh, every config benchmarked: no kernel or autotune result reused from an earlier problem
+    inductor_config.force_disable_caches = True
+    inductor_config.autotune_local_cache = False
+    flush: list[Any] = []
+
+    def measure_one(i: int, p: dict[str, Any]) -> list[dict[str, Any]]:
+        import torch
+        from collectors.timing import L2Flusher
+
+        if not flush:
+            flush.append(L2Flusher(torch.device("cuda")))
+        return measure(p, args.reps, flush[0])
+
+    return collect(problems, measure_one, args.out, KIND, "gemv_blocks", "aten/plain", args.limit)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""Block sizes for the GEMV reductions, read from labels instead of searched.
+
+Why: a one-row GEMM in its reduction form (``gemv.py``) is as fast as its blocks. Inductor's default reduction
+heuristic gives every row its own program (XBLOCK 1, R0_BLOCK up to 2048), which reaches 2-3 TB/s on wide weights
+where coordinate descent finds blocks that reach 3.6-4.1 TB/s (``datasets/nvidia-h200/GEMV.md``) -- and coordinate
+descent costs seconds per kernel. Here each GEMV kernel Inductor generates gets the blocks that won on the labelled
+problems nearest to it (``datasets/<gpu>/GEMV_BLOCKS.md``), emitted as Inductor's own ``fixed_config`` heuristic:
+one config, compiled once, nothing benchmarked.
+
+A GEMV kernel is a non-persistent Triton reduction that computes the sum of a decomposed ``mm``/``addmm`` (one, or
+two when Inductor fuses the gate and up projections that read the same input; an RMSNorm's mean fused ahead of it
+may share the kernel). Any other kernel keeps Inductor's heuristic. The table is a JSON file per GPU (``models/gemv-blocks/<gpu>.json``, written by
+``gemm-predictor gemv-fit``): plain data, no pickle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import json
+import logging
+import math
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+TABLE_FOLDER = "gemv-blocks"  # under a model root (discovery.model_roots)
+MIN_K = 1025  # Inductor reduces K <= 1024 in one persistent block: no blocks to choose, not in the tables
+Config = dict[str, int]  # XBLOCK, R0_BLOCK, num_warps, num_stages
+
+
+@dataclasses.dataclass(frozen=True)
+class GemvKernel:
+    """What the block choice looks at: the output width, the reduction length, the dtype and how many GEMVs of
+    that shape the kernel computes (2: gate and up fused)."""
+
+    n: int
+    k: int
+    dtype: str
+    weights: int = 1
+
+
+def config_name(config: Config) -> str:
+    """``X8_R256_w4``: the candidate's name in the labels."""
+    return f"X{config['XBLOCK']}_R{config['R0_BLOCK']}_w{config['num_warps']}"
+
+
+def parse_config_name(name: str) -> Config:
+    match = re.fullmatch(r"X(\d+)_R(\d+)_w(\d+)", name)
+    if not match:
+        raise ValueError(f"not a GEMV block config name: {name!r} (expected like X8_R256_w4)")
+    x, r, w = (int(v) for v in match.groups())
+    return {"XBLOCK": x, "R0_BLOCK": r, "num_warps": w, "num_stages": 1}
+
+
+# The candidates the collector times. XBLOCK x R0_BLOCK spans one row per program (Inductor's default shape) to
+# 64 rows per program; elements per thread stay at or below 64 so no config spills.
+GRID: tuple[Config, ...] = tuple(parse_config_name(name) for name in (
+    "X1_R2048_w8", "X1_R2048_w16", "X1_R1024_w4", "X1_R1024_w8", "X1_R512_w4",
+    "X2_R1024_w8", "X2_R512_w4", "X2_R512_w8", "X2_R256_w2",
+    "X4_R512_w8", "X4_R256_w4", "X4_R256_w8", "X4_R128_w2",
+    "X8_R256_w8", "X8_R128_w4", "X8_R64_w2", "X8_R512_w8",
+    "X16_R128_w8", "X16_R64_w4", "X16_R256_w8",
+    "X32_R64_w8", "X32_R32_w4", "X64_R32_w8", "X64_R16_w4",
+))
+
+
+def fits(config: Config, kernel: GemvKernel) -> bool:
+    """A config whose blocks exceed the problem's padded sizes only wastes lanes: the collector skips those."""
+    return config["XBLOCK"] <= _pow2_ceil(kernel.n) and config["R0_BLOCK"] <= _pow2_ceil(kernel.k)
+
+
+def _pow2_ceil(v: int) -> int:
+    return 1 << max(0, (v - 1).bit_length())
+
+
+def _itemsize(dtype: str) -> int:
+    return {"float32": 4, "float16": 2, "bfloat16": 2}.get(dtype, 0)
+
+
+# --- the table ---------------------------------------------------------------------------------------------------
+
+def table_path(gpu_name: str, roots: Sequence[Path], capability: str | None = None) -> Path | None:
+    """``<root>/gemv-blocks/<gpu slug>.json`` for the first root that has one; else, given ``capability``
+    ("9.0"), a table made on another GPU of that architecture (an H100 takes the H200's: the same SM, the blocks
+    that win are bandwidth-bound alike)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
+    tables = [t for root in roots for t in sorted((Path(root) / TABLE_FOLDER).glob("*.json"))]
+    for candidate in tables:
+        if slug.startswith(candidate.stem):  # "nvidia-h100-80gb-hbm3" uses nvidia-h100.json
+            return candidate
+    for candidate in tables if capability else ():
+        try:
+            if str(json.loads(candidate.read_text()).get("cc")) == capability:
+                return candidate
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def read_table(path: Path) -> list[dict[str, Any]]:
+    """The labelled problems of one table, each with its winning ``config`` and whether the reduction beat cuBLAS
+    (``reduction_wins``). Raises ValueError naming the file when it is not such a table."""
+    try:
+        data = json.loads(Path(path).read_text())
+        rows = data["problems"]
+        for row in rows:
+            GemvKernel(int(row["n"]), int(row["k"]), str(row["dtype"]), int(row["weights"]))
+            parse_config_name(row["config"])
+            bool(row["reduction_wins"])
+            {parse_config_name(name)["XBLOCK"]: float(us) for name, us in row["times"].items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a GEMV block table ({type(exc).__name__}: {exc})") from exc
+    return rows
+
+
+# labelled problems pooled per choice, by number of fused GEMVs (held-out oracle@1, gemm-predictor gemv-fit: single
+# GEMVs follow their nearest problem best; the few fused pairs need the pool's agreement)
+NEIGHBOURS = {1: 1, 2: 3}
+
+
+def nearest_rows(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int = 1) -> list[dict[str, Any]]:
+    """The ``count`` labelled problems closest to ``kernel``: same number of fused GEMVs, the same element size
+    where one exists, then the smallest distance in log2(n) and log2(k)."""
+    same = [r for r in rows if int(r["weights"]) == kernel.weights] or list(rows)
+    sized = [r for r in same if _itemsize(str(r["dtype"])) == _itemsize(kernel.dtype)] or same
+    return sorted(sized, key=lambda r: (math.log2(int(r["n"]) / kernel.n) ** 2 + math.log2(int(r["k"]) / kernel.k) ** 2,
+                                        int(r["n"]), int(r["k"])))[:count]
+
+
+def nearest(kernel: GemvKernel, rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The closest labelled problem (None for an empty table)."""
+    found = nearest_rows(kernel, rows, 1)
+    return found[0] if found else None
+
+
+def pooled_config(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int | None = None) -> str | None:
+    """The block config with the best geomean of (fastest / its time) over the nearest labelled problems, among
+    configs that fit ``kernel`` and were timed on all of them: one problem's 1% winner does not decide alone."""
+    pool = nearest_rows(kernel, rows, count or NEIGHBOURS.get(kernel.weights, 3))
+    if not pool:
+        return None
+    names = set.intersection(*(set(r["times"]) for r in pool))
+    names = {n for n in names if fits(parse_config_name(n), kernel)}
+    if not names:
+        return None
+
+    def score(name: str) -> float:
+        return sum(math.log(min(r["times"].values()) / r["times"][name]) for r in pool)
+
+    return max(sorted(names), key=score)
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_table(path: str) -> tuple[dict[str, Any], ...]:
+    return tuple(read_table(Path(path)))
+
+
+def table_for_this_gpu() -> list[dict[str, Any]]:
+    """The shipped table for the current CUDA GPU (empty without one, or without a GPU)."""
+    import torch
+
+    from .discovery import model_roots
+
+    if not torch.cuda.is_available():
+        return []
+    capability = ".".join(map(str, torch.cuda.get_device_capability()))
+    path = table_path(torch.cuda.get_device_name(), model_roots(), capability)
+    if path is None:
+        return []
+    try:
+        return list(_cached_table(str(path)))
+    except ValueError as exc:
+        log.warning("gemm-predictor: %s; GEMVs keep Inductor's default blocks", exc)
+        return []
+
+
+def table_digest() -> str | None:
+    """A hash of this GPU's table (part of the hook's FX-graph-cache key: a new table must not reuse kernels
+    compiled with the old blocks)."""
+    import hashlib
+
+    rows = table_for_this_gpu()
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:16] if rows else None
+
+
+def choose_from_table(kernel: GemvKernel) -> list[Config] | None:
+    """The runtime choice: the pooled config of the nearest labelled problems, or None (Inductor's default)."""
+    name = pooled_config(kernel, table_for_this_gpu())
+    return [parse_config_name(name)] if name else None
+
+
+# --- the codegen patch -------------------------------------------------------------------------------------------
+
+_GEMM_OPS = ("aten.mm.default", "aten.addmm.default")
+_SUM = "aten.sum.dim_IntList"
+
+
+def describe(kernel: Any) -> GemvKernel | None:
+    """The GEMV a ``TritonKernel`` computes, or None when it is anything else (a pointwise kernel, a persistent or
+    cooperative reduction, a kernel with no decomposed GEMM's sum, sizes that are not static)."""
+    if not getattr(kernel, "inside_reduction", False) or getattr(kernel, "persistent_reduction", True):
+        return None
+    if getattr(kernel, "cooperative_reduction", False) or set(kernel.numels) != {"x", "r0_"}:
+        return None
+    try:
+        n, k = int(kernel.numels["x"]), int(kernel.numels["r0_"])
+    except TypeError:  # a symbolic size
+        return None
+    sums, dtypes = set(), set()
+    for node in kernel.features.scheduler_nodes():
+        if not node.is_reduction():
+            continue
+        for origin in node.node.origins:
+            if str(origin.target) == _SUM and str(origin.meta.get("original_aten")) in _GEMM_OPS:
+                sums.add(origin)
+                if "val" in origin.meta:
+                    dtypes.add(str(origin.meta["val"].dtype).removeprefix("torch."))
+    # Other reductions over the same K may share the kernel (an RMSNorm's mean fused ahead of the GEMV it feeds):
+    # the GEMV's weight reads still dominate, so its blocks are chosen all the same.
+    if not sums or len(dtypes) != 1:
+        return None
+    return GemvKernel(n, k, dtypes.pop(), len(sums))
+
+
+_HEURISTIC = re.compile(r"@triton_heuristics\.reduction\(\s*size_hints=[^\n]*\n\s*reduction_hint=[^\n]*\n")
+
+
+def with_configs(source: str, configs: Sequence[Config]) -> str | None:
+    """``source`` (a generated reduction kernel) with its heuristic replaced: one config becomes Inductor's
+    ``fixed_config`` (launched statically, never benchmarked); several become ``user_autotune`` (Inductor benchmarks
+    them on first call: the collector's way of timing every candidate). None when the heuristic line is not the
+    expected one (the kernel then keeps Inductor's)."""
+    if not configs:
+        return None
+    if len(configs) == 1:
+        head = f"@triton_heuristics.fixed_config(\n    config={dict(configs[0])!r},\n"
+    else:
+        head = f"@triton_heuristics.user_autotune(\n    configs={[dict(c) for c in configs]!r},\n"
+    new, count = _HEURISTIC.subn(lambda _: head, source, count=1)
+    return new if count == 1 else None
+
+
+_STATS = {"gemv_kernels_fixed": 0, "gemv_kernels_default": 0}
+
+
+def fixed_count() -> dict[str, int]:
+    """GEMV kernels given table blocks / left at Inductor's default in this process (reported by the zoo)."""
+    return dict(_STATS)
+
+
+@contextlib.contextmanager
+def gemv_blocks(choose: Callable[[GemvKernel], Sequence[Config] | None] = choose_from_table) -> Iterator[None]:
+    """While active, every GEMV kernel Inductor generates gets the configs ``choose`` returns for it (None or
+    empty: Inductor's heuristic). Restored on exit, also on an error; nested uses keep the outer choice."""
+    from torch._inductor.codegen.triton import TritonKernel
+
+    original = TritonKernel.codegen_kernel
+    if getattr(original, "predictor_gemv_blocks", False):
+        yield
+        return
+
+    @functools.wraps(original)
+    def codegen_kernel(self: Any, name: Any = None) -> str:
+        source = original(self, name)
+        try:
+            kernel = describe(self)
+        except Exception as exc:  # noqa: BLE001 - an Inductor internals change must not break the compile
+            log.debug("gemm-predictor: GEMV kernel not recognised (%s)", exc)
+            return source
+        if kernel is None:
+            return source
+        new = with_configs(source, choose(kernel) or ())
+        _STATS["gemv_kernels_fixed" if new else "gemv_kernels_default"] += 1
+        return new or source
+
+    codegen_kernel.predictor_gemv_blocks = True  # type: ignore[attr-defined]
+    TritonKernel.codegen_kernel = codegen_kernel
+    try:
+        yield
+    finally:
+        TritonKernel.codegen_kernel = original

@@ -1,0 +1,72 @@
+"""On a GPU: a GEMV kernel Inductor generates gets the chosen blocks as a ``fixed_config`` (single and fused pair),
+computes the right product, and every other kernel keeps Inductor's heuristic."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from predictor.runtime import gemv_blocks
+from predictor.runtime.gemv import gemv_as_reduction
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+X8 = gemv_blocks.parse_config_name("X8_R256_w8")
+
+
+def _compiled_code(fn, *args, choose):
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    seen: list[gemv_blocks.GemvKernel] = []
+
+    def record(kernel):
+        seen.append(kernel)
+        return choose(kernel)
+
+    compiled = torch.compile(fn, dynamic=False)
+    with torch._inductor.config.patch(force_disable_caches=True), gemv_as_reduction(rule=lambda *problem: True), gemv_blocks.gemv_blocks(record):
+        out, code = run_and_get_code(compiled, *args)
+    return out, "\n".join(code), seen
+
+
+def test_single_gemv_kernel_takes_the_chosen_blocks():
+    x = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(3000, 4096, device="cuda", dtype=torch.bfloat16) / 64
+    out, code, seen = _compiled_code(lambda a, b: F.linear(a, b), x, w, choose=lambda kernel: [X8])
+    assert seen == [gemv_blocks.GemvKernel(3000, 4096, "bfloat16", 1)]
+    assert "triton_heuristics.fixed_config" in code and "'XBLOCK': 8" in code and "'R0_BLOCK': 256" in code
+    ref = x.float() @ w.float().t()
+    assert ((out.float() - ref).norm() / ref.norm()).item() < 2e-2
+
+
+def test_fused_gate_up_kernel_is_one_kernel_of_two_gemvs():
+    x = torch.randn(1, 2048, device="cuda", dtype=torch.float16)
+    g, u = (torch.randn(5632, 2048, device="cuda", dtype=torch.float16) / 45 for _ in range(2))
+    out, code, seen = _compiled_code(lambda a, b, c: F.silu(F.linear(a, b)) * F.linear(a, c), x, g, u,
+                                     choose=lambda kernel: [X8])
+    assert seen == [gemv_blocks.GemvKernel(5632, 2048, "float16", 2)]
+    assert code.count("triton_heuristics.fixed_config") == 1
+    ref = F.silu(x.float() @ g.float().t()) * (x.float() @ u.float().t())
+    assert ((out.float() - ref).norm() / ref.norm()).item() < 2e-2
+
+
+def test_gemv_fused_with_the_norm_ahead_of_it_still_takes_the_blocks():
+    x = torch.randn(1, 2048, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(32000, 2048, device="cuda", dtype=torch.bfloat16) / 45
+
+    def rms_then_head(a, b):
+        return F.linear(a * torch.rsqrt(a.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(a.dtype), b)
+
+    out, code, seen = _compiled_code(rms_then_head, x, w, choose=lambda kernel: [X8])
+    assert gemv_blocks.GemvKernel(32000, 2048, "bfloat16", 1) in seen
+    ref = rms_then_head(x.float(), w.float())
+    assert ((out.float() - ref).norm() / ref.norm()).item() < 2e-2
+
+
+def test_other_reductions_keep_inductors_heuristic():
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
+    out, code, seen = _compiled_code(lambda a: a.float().pow(2).mean(-1), x, choose=lambda kernel: [X8])
+    assert seen == [] and "fixed_config" not in code
+    torch.testing.assert_close(out, x.float().pow(2).mean(-1))
