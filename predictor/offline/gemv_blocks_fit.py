@@ -34,7 +34,7 @@ def problems(frame: pd.DataFrame) -> pd.DataFrame:
     ``times`` (candidate -> us)."""
     ok = frame[frame["status"] == "ok"]
     rows = []
-    for pid, group in ok.groupby("problem_id", sort=False):
+    for (pid, _), group in ok.groupby(["problem_id", "family_tag"], sort=False):  # one shape may serve two models
         times = dict(zip(group["candidate"], group["time_us"]))
         blocks = {c.removeprefix("gemv/"): t for c, t in times.items() if c.startswith("gemv/X")}
         if not blocks or ATEN not in times:
