@@ -36,6 +36,7 @@ from .gemv_blocks import gemv_blocks
 from .grouped_mm import grouped_mm_decided
 from .policy import DECIDE_MIN_GAP
 from .settings import HookSettings
+from .table_patch import wrapped_attribute
 
 # Inductor options predictor.compile passes to torch.compile (a user's ``options`` win over these).
 RECOMMENDED_OPTIONS: dict[str, Any] = {
@@ -80,24 +81,17 @@ def _capture_aware_cudagraphify() -> Iterator[None]:
     import torch
     from torch._inductor import compile_fx
 
-    original = compile_fx.cudagraphify
-    if getattr(original, "predictor_capture_aware", False):  # nested compiles wrap once
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def cudagraphify(model: Any, *args: Any, **kwargs: Any) -> Any:
+            trees = original(model, *args, **kwargs)
+
+            def run(inputs: Any) -> Any:
+                return model(inputs) if torch.cuda.is_current_stream_capturing() else trees(inputs)
+            return run
+        return cudagraphify
+
+    with wrapped_attribute(compile_fx, "cudagraphify", wrap, "predictor_capture_aware"):
         yield
-        return
-
-    def cudagraphify(model: Any, *args: Any, **kwargs: Any) -> Any:
-        trees = original(model, *args, **kwargs)
-
-        def run(inputs: Any) -> Any:
-            return model(inputs) if torch.cuda.is_current_stream_capturing() else trees(inputs)
-        return run
-
-    cudagraphify.predictor_capture_aware = True  # type: ignore[attr-defined]
-    compile_fx.cudagraphify = cudagraphify
-    try:
-        yield
-    finally:
-        compile_fx.cudagraphify = original
 
 
 def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,

@@ -26,6 +26,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
+from .table_patch import wrapped_attribute
+
 log = logging.getLogger(__name__)
 
 TABLE_FOLDER = "gemv-blocks"  # under a model root (discovery.model_roots)
@@ -259,28 +261,21 @@ def gemv_blocks(choose: Callable[[GemvKernel], Sequence[Config] | None] = choose
     empty: Inductor's heuristic). Restored on exit, also on an error; nested uses keep the outer choice."""
     from torch._inductor.codegen.triton import TritonKernel
 
-    original = TritonKernel.codegen_kernel
-    if getattr(original, "predictor_gemv_blocks", False):
-        yield
-        return
+    def wrap(original: Callable[..., str]) -> Callable[..., str]:
+        @functools.wraps(original)
+        def codegen_kernel(self: Any, name: Any = None) -> str:
+            source = original(self, name)
+            try:
+                kernel = describe(self)
+            except Exception as exc:  # noqa: BLE001 - an Inductor internals change must not break the compile
+                log.debug("gemm-predictor: GEMV kernel not recognised (%s)", exc)
+                return source
+            if kernel is None:
+                return source
+            new = with_configs(source, choose(kernel) or ())
+            _STATS["gemv_kernels_fixed" if new else "gemv_kernels_default"] += 1
+            return new or source
+        return codegen_kernel
 
-    @functools.wraps(original)
-    def codegen_kernel(self: Any, name: Any = None) -> str:
-        source = original(self, name)
-        try:
-            kernel = describe(self)
-        except Exception as exc:  # noqa: BLE001 - an Inductor internals change must not break the compile
-            log.debug("gemm-predictor: GEMV kernel not recognised (%s)", exc)
-            return source
-        if kernel is None:
-            return source
-        new = with_configs(source, choose(kernel) or ())
-        _STATS["gemv_kernels_fixed" if new else "gemv_kernels_default"] += 1
-        return new or source
-
-    codegen_kernel.predictor_gemv_blocks = True  # type: ignore[attr-defined]
-    TritonKernel.codegen_kernel = codegen_kernel
-    try:
+    with wrapped_attribute(TritonKernel, "codegen_kernel", wrap, "predictor_gemv_blocks"):
         yield
-    finally:
-        TritonKernel.codegen_kernel = original

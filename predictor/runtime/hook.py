@@ -80,10 +80,9 @@ class GemmPruner:
     instance Inductor uses (``config.inductor_choices_class`` is a factory, called once per thread and
     once per FX-graph cache key in torch 2.13, so calling it must be cheap: the model is loaded once).
 
-    ``uuid()`` goes into Inductor's FX graph cache key: torch 2.13 calls the factory and the instance's
-    ``uuid()`` (``config._cache_config_factory_keys``); torch 2.11 pickles the config value, and a
-    pruner pickles as its settings, so a different model, k, space, ``keep_aten`` or confidence gives a
-    different key either way and a cached graph compiled under other settings is not reused.
+    ``uuid()`` goes into Inductor's FX graph cache key: torch 2.13 calls the factory and the instance's ``uuid()``
+    (``config._cache_config_factory_keys``); torch 2.11 pickles the config value, and a pruner pickles as its
+    settings, so a graph compiled under another model, k, space or confidence is not reused either way.
     """
 
     def __init__(self, settings: HookSettings, ranker: Any = None, metadata: dict[str, Any] | None = None) -> None:

@@ -30,3 +30,22 @@ def wrapped_entries(tables: Iterable[dict[Any, Any]], keys: Iterable[Any],
     finally:
         for table, originals in saved:
             table.update(originals)
+
+
+@contextlib.contextmanager
+def wrapped_attribute(owner: Any, name: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any]],
+                      marker: str) -> Iterator[None]:
+    """While active, ``owner.name`` is ``wrap(original)``, marked with ``marker`` so a nested compile wraps once;
+    the original is back on exit, also on an error (Inductor functions and methods: ``compile_fx.cudagraphify``,
+    ``TritonKernel.codegen_kernel``)."""
+    original = getattr(owner, name)
+    if getattr(original, marker, False):
+        yield
+        return
+    wrapped = wrap(original)
+    setattr(wrapped, marker, True)
+    setattr(owner, name, wrapped)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
