@@ -143,3 +143,26 @@ def test_held_out_table_beats_cublas_and_inductors_default_blocks_on_the_shipped
     shipped = json.loads(TABLE.read_text())["problems"]
     assert [(r["n"], r["k"], r["weights"], r["config"]) for r in shipped] == \
         [(r["n"], r["k"], r["weights"], r["config"]) for r in gemv_blocks_fit.table_rows(probs)]
+
+
+def test_tuned_mode_hands_inductor_the_tables_top_k_configs_best_first(monkeypatch):
+    import predictor
+    from predictor.runtime import compiling
+
+    rows = [_row(4096, 4096, 1, {"X1_R1024_w8": 10.0, "X4_R256_w4": 12.0, "X2_R512_w4": 11.0, "X1_R512_w4": 15.0})]
+    monkeypatch.setattr(gb, "table_for_this_gpu", lambda: rows)
+    kernel = gb.GemvKernel(4096, 4096, "bfloat16")
+    assert gb.ranked_configs(kernel, rows) == ["X1_R1024_w8", "X2_R512_w4", "X4_R256_w4", "X1_R512_w4"]
+    assert gb.choose_from_table(kernel) == [gb.parse_config_name("X1_R1024_w8")]
+    assert [gb.config_name(c) for c in gb.choose_from_table(kernel, top=3)] == ["X1_R1024_w8", "X2_R512_w4",
+                                                                                "X4_R256_w4"]
+    try:
+        compiling.prepare(tune=3)
+        assert [gb.config_name(c) for c in compiling.gemv_choice()(kernel)] == ["X1_R1024_w8", "X2_R512_w4",
+                                                                               "X4_R256_w4"]
+        predictor.uninstall()
+        compiling.prepare()  # the default decides: one config
+        assert compiling.gemv_choice()(kernel) == [gb.parse_config_name("X1_R1024_w8")]
+    finally:
+        while compiling.installing._STACK:
+            predictor.uninstall()

@@ -26,7 +26,8 @@ def _compiled_code(fn, *args, choose):
         return choose(kernel)
 
     compiled = torch.compile(fn, dynamic=False)
-    with torch._inductor.config.patch(force_disable_caches=True), gemv_as_reduction(rule=lambda *problem: True), gemv_blocks.gemv_blocks(record):
+    with (torch._inductor.config.patch(force_disable_caches=True), gemv_as_reduction(rule=lambda *problem: True),
+          gemv_blocks.gemv_blocks(record)):
         out, code = run_and_get_code(compiled, *args)
     return out, "\n".join(code), seen
 

@@ -53,7 +53,8 @@ def table_rows(probs: pd.DataFrame) -> list[dict[str, Any]]:
     return [{"n": int(r.n), "k": int(r.k), "dtype": r.dtype, "weights": int(r.weights), "family_tag": r.family_tag,
              "config": r.config, "config_us": round(float(r.config_us), 3), "aten_us": round(float(r.aten_us), 3),
              "reduction_wins": bool(r.config_us < r.aten_us),
-             "times": {c.removeprefix("gemv/"): round(float(t), 3) for c, t in r.times.items() if c.startswith("gemv/X")}}
+             "times": {c.removeprefix("gemv/"): round(float(t), 3)
+                       for c, t in r.times.items() if c.startswith("gemv/X")}}
             for r in probs.itertuples()]
 
 

@@ -25,6 +25,7 @@ What it sets, and why (the figures, with the commands that reproduce them: docs/
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterator
 from typing import Any, Callable
@@ -32,7 +33,7 @@ from typing import Any, Callable
 from . import installing
 from .conv_lowering import convolutions_as_plain
 from .gemv import gemv_as_reduction
-from .gemv_blocks import gemv_blocks
+from .gemv_blocks import GemvKernel, choose_from_table, gemv_blocks
 from .grouped_mm import grouped_mm_decided
 from .policy import DECIDE_MIN_GAP
 from .settings import HookSettings
@@ -113,11 +114,20 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
             patches = {**self.config, **(kwargs.get("config_patches") or {}), "triton.cudagraphs": trees}
             # compile_fx re-applies config_patches around the backward pass, which is compiled later, lazily;
             # lowerings and decompositions apply to the forward graph traced here (the backward is traced with it)
-            with convolutions_as_plain(), grouped_mm_decided(), gemv_as_reduction(), gemv_blocks(), \
+            with convolutions_as_plain(), grouped_mm_decided(), gemv_as_reduction(), gemv_blocks(gemv_choice()), \
                     _capture_aware_cudagraphify():
                 return compile_fx(model_, inputs_, config_patches=patches)
 
     return PredictorInductor(None, {**options, "triton.cudagraphs": cudagraphs is not False}, None)
+
+
+def gemv_choice() -> Callable[[GemvKernel], Any]:
+    """How GEMV kernels get their blocks: the table's best; under ``tune=K`` (the installed hook prunes to K) the
+    table's K best, benchmarked by Inductor on each kernel's first call as the K GEMM candidates are."""
+    settings = installing._STACK[-1].pruner.settings if installing._STACK else None
+    if settings is not None and settings.policy == "prune" and settings.top_k > 1:
+        return functools.partial(choose_from_table, top=settings.top_k)
+    return choose_from_table
 
 
 def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
@@ -136,8 +146,9 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     (``predictor.runtime.policy.DECIDE_MIN_GAP``, -2.5; int8/fp8 GEMMs never below 0.0, few rows with a long K
     never below 2.0).
     ``fallback``: what a GEMM the hook cannot rank gets (``"aten"``, plain's choice; ``"full"``, stock
-    max-autotune). ``tune``: benchmark the model's top ``tune`` kernels per GEMM (and cuBLAS) in Inductor's own
-    benchmark instead of deciding alone: a longer compile for users who accept one.
+    max-autotune). ``tune``: benchmark the model's top ``tune`` kernels per GEMM (and cuBLAS), and the GEMV block
+    table's top ``tune`` configs per GEMV kernel, in Inductor's own benchmark instead of deciding alone: a longer
+    compile for users who accept one.
     ``options``: extra Inductor options, applied over the recommended ones. Anything else goes to ``torch.compile``
     (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).
 

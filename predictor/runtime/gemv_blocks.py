@@ -9,8 +9,8 @@ one config, compiled once, nothing benchmarked.
 
 A GEMV kernel is a non-persistent Triton reduction that computes the sum of a decomposed ``mm``/``addmm`` (one, or
 two when Inductor fuses the gate and up projections that read the same input; an RMSNorm's mean fused ahead of it
-may share the kernel). Any other kernel keeps Inductor's heuristic. The table is a JSON file per GPU (``models/gemv-blocks/<gpu>.json``, written by
-``gemm-predictor gemv-fit``): plain data, no pickle.
+may share the kernel). Any other kernel keeps Inductor's heuristic. The table is a JSON file per GPU
+(``models/gemv-blocks/<gpu>.json``, written by ``gemm-predictor gemv-fit``): plain data, no pickle.
 """
 
 from __future__ import annotations
@@ -140,21 +140,26 @@ def nearest(kernel: GemvKernel, rows: Sequence[dict[str, Any]]) -> dict[str, Any
     return found[0] if found else None
 
 
-def pooled_config(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int | None = None) -> str | None:
-    """The block config with the best geomean of (fastest / its time) over the nearest labelled problems, among
-    configs that fit ``kernel`` and were timed on all of them: one problem's 1% winner does not decide alone."""
+def ranked_configs(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int | None = None) -> list[str]:
+    """Block configs best first by their geomean of (fastest / their time) over the nearest labelled problems
+    (``NEIGHBOURS``, or ``count``), among configs that fit ``kernel`` and were timed on all of them: for a pair,
+    one problem's 1% winner does not decide alone. Empty for an empty table."""
     pool = nearest_rows(kernel, rows, count or NEIGHBOURS.get(kernel.weights, 3))
     if not pool:
-        return None
+        return []
     names = set.intersection(*(set(r["times"]) for r in pool))
     names = {n for n in names if fits(parse_config_name(n), kernel)}
-    if not names:
-        return None
 
     def score(name: str) -> float:
         return sum(math.log(min(r["times"].values()) / r["times"][name]) for r in pool)
 
-    return max(sorted(names), key=score)
+    return sorted(sorted(names), key=score, reverse=True)
+
+
+def pooled_config(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int | None = None) -> str | None:
+    """The best of ``ranked_configs`` (None when no labelled config fits)."""
+    ranked = ranked_configs(kernel, rows, count)
+    return ranked[0] if ranked else None
 
 
 @functools.lru_cache(maxsize=8)
@@ -190,10 +195,11 @@ def table_digest() -> str | None:
     return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:16] if rows else None
 
 
-def choose_from_table(kernel: GemvKernel) -> list[Config] | None:
-    """The runtime choice: the pooled config of the nearest labelled problems, or None (Inductor's default)."""
-    name = pooled_config(kernel, table_for_this_gpu())
-    return [parse_config_name(name)] if name else None
+def choose_from_table(kernel: GemvKernel, top: int = 1) -> list[Config] | None:
+    """The runtime choice: the best config of the nearest labelled problems, or None (Inductor's default). With
+    ``top`` > 1 (``predictor.compile(tune=K)``), the K best, which Inductor benchmarks on the kernel's first call."""
+    names = ranked_configs(kernel, table_for_this_gpu())[:top]
+    return [parse_config_name(name) for name in names] or None
 
 
 # --- the codegen patch -------------------------------------------------------------------------------------------
