@@ -78,13 +78,14 @@ def test_describe_counts_the_gemv_sums_of_a_kernel():
     gate, up = _origin(SUM, MM), _origin(SUM, MM)
     assert gb.describe(_kernel([gate])) == gb.GemvKernel(5632, 2048, "bfloat16", 1)
     assert gb.describe(_kernel([gate], [up])) == gb.GemvKernel(5632, 2048, "bfloat16", 2)
-    norm = _origin("aten.mean.dim", None)
-    assert gb.describe(_kernel([norm], [gate])) == gb.GemvKernel(5632, 2048, "bfloat16", 1)  # a fused RMSNorm
+    scaled = _origin("aten.mul.Tensor", MM)  # pointwise work fused ahead of the sum shares its node's origins
+    assert gb.describe(_kernel([gate, scaled])) == gb.GemvKernel(5632, 2048, "bfloat16", 1)
 
 
 def test_describe_leaves_every_other_kernel_to_inductor():
     gemv = _origin(SUM, MM)
     assert gb.describe(_kernel([_origin(SUM, "aten.sum.dim_IntList")])) is None  # a plain sum, not a GEMM's
+    assert gb.describe(_kernel([_origin("aten.mean.dim", None)], [gemv])) is None  # a norm's mean beside the GEMV
     assert gb.describe(_kernel([gemv], persistent=True)) is None
     assert gb.describe(_kernel([gemv], numels={"x": 64, "y": 8, "r0_": 2048})) is None
     assert gb.describe(_kernel([gemv], numels={"x": object(), "r0_": 2048})) is None  # a symbolic size

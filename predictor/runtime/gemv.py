@@ -31,10 +31,9 @@ DEVICES = ("cuda",)  # Inductor's mm decomposition has the reduction form for GP
 def takes_reduction(n: int, k: int, dtype: str, layout_b: str) -> bool:
     """Whether a one-row GEMM with an (n, k) weight runs as a Triton reduction rather than cuBLAS's GEMV: column-major
     weights (F.linear's) with at most ``MAX_N`` outputs. With the GEMV block table the reduction beats cuBLAS in
-    isolation at every width (``datasets/nvidia-h200/GEMV_BLOCKS.md``); taking it for the wide heads too was timed
-    once in whole models, while a GEMV kernel fused with the final norm still ran Inductor's default blocks, and made
-    a batch-1 Qwen2 0.85x slower on the H200 (docs/FINDINGS.md). Until wide heads are timed in models again, the
-    width threshold stays."""
+    isolation at every width (``datasets/nvidia-h200/GEMV_BLOCKS.md``), but in whole models a vocabulary head fused
+    with the final norm ran 1.5x slower under the table's blocks than as a template or cuBLAS (batch-1 Qwen2 0.85x
+    on the H200; docs/GEMV.md), so the width threshold stays."""
     return dtype in DTYPES and layout_b == "col" and n <= MAX_N
 
 

@@ -7,9 +7,9 @@ descent costs seconds per kernel. Here each GEMV kernel Inductor generates gets 
 problems nearest to it (``datasets/<gpu>/GEMV_BLOCKS.md``), emitted as Inductor's own ``fixed_config`` heuristic:
 one config, compiled once, nothing benchmarked.
 
-A GEMV kernel is a non-persistent Triton reduction that computes the sum of a decomposed ``mm``/``addmm`` (one, or
-two when Inductor fuses the gate and up projections that read the same input; an RMSNorm's mean fused ahead of it
-may share the kernel). Any other kernel keeps Inductor's heuristic. The table is a JSON file per GPU
+A GEMV kernel is a non-persistent Triton reduction whose every reduction is the sum of a decomposed ``mm``/``addmm``
+(one, or two when Inductor fuses the gate and up projections that read the same input); pointwise work fused ahead
+of it (a norm's scaling, SiLU-and-multiply) may share the kernel. Any other kernel keeps Inductor's heuristic. The table is a JSON file per GPU
 (``models/gemv-blocks/<gpu>.json``, written by ``gemm-predictor gemv-fit``): plain data, no pickle.
 """
 
@@ -210,7 +210,7 @@ _SUM = "aten.sum.dim_IntList"
 
 def describe(kernel: Any) -> GemvKernel | None:
     """The GEMV a ``TritonKernel`` computes, or None when it is anything else (a pointwise kernel, a persistent or
-    cooperative reduction, a kernel with no decomposed GEMM's sum, sizes that are not static)."""
+    cooperative reduction, a reduction that is not a decomposed GEMM's sum, sizes that are not static)."""
     if not getattr(kernel, "inside_reduction", False) or getattr(kernel, "persistent_reduction", True):
         return None
     if getattr(kernel, "cooperative_reduction", False) or set(kernel.numels) != {"x", "r0_"}:
@@ -223,13 +223,14 @@ def describe(kernel: Any) -> GemvKernel | None:
     for node in kernel.features.scheduler_nodes():
         if not node.is_reduction():
             continue
-        for origin in node.node.origins:
-            if str(origin.target) == _SUM and str(origin.meta.get("original_aten")) in _GEMM_OPS:
-                sums.add(origin)
-                if "val" in origin.meta:
-                    dtypes.add(str(origin.meta["val"].dtype).removeprefix("torch."))
-    # Other reductions over the same K may share the kernel (an RMSNorm's mean fused ahead of the GEMV it feeds):
-    # the GEMV's weight reads still dominate, so its blocks are chosen all the same.
+        gemm_sums = [o for o in node.node.origins
+                     if str(o.target) == _SUM and str(o.meta.get("original_aten")) in _GEMM_OPS]
+        if not gemm_sums:
+            # another reduction shares the kernel (a norm's mean recomputed beside the GEMV): blocks that won on
+            # plain GEMVs are not known to fit it, so Inductor keeps it
+            return None
+        sums.update(gemm_sums)
+        dtypes.update(str(o.meta["val"].dtype).removeprefix("torch.") for o in gemm_sums if "val" in o.meta)
     if not sums or len(dtypes) != 1:
         return None
     return GemvKernel(n, k, dtypes.pop(), len(sums))
