@@ -72,6 +72,23 @@ def _worker(tmp_path, model, mode="plain"):
     return json.loads(out.read_text())
 
 
+def test_census_names_the_blocks_each_loaded_triton_kernel_ran_with(monkeypatch):
+    import types
+
+    from torch._inductor.codecache import PyCodeCache
+
+    def kernel(*launchers):
+        return types.SimpleNamespace(launchers=[types.SimpleNamespace(config=types.SimpleNamespace(
+            kwargs=kw, num_warps=w, num_stages=1)) for kw, w in launchers])
+
+    module = types.ModuleType("output_code")
+    module.triton_red_fused_mm_0 = kernel(({"XBLOCK": 8, "R0_BLOCK": 256}, 4))
+    module.triton_poi_fused_add_1 = kernel(({"XBLOCK": 1024}, 4), ({"XBLOCK": 256}, 2))  # not yet autotuned
+    module.other = kernel(({"XBLOCK": 1}, 1))  # not a Triton kernel's name
+    monkeypatch.setattr(PyCodeCache, "modules", [module])
+    assert worker.triton_kernel_configs() == {"triton_red_fused_mm_0": "XBLOCK=8 R0_BLOCK=256 warps=4 stages=1"}
+
+
 def test_worker_end_to_end(tmp_path, fast_compile):
     r = _worker(tmp_path, "tiny-mlp")
     assert r["status"] == "ok", r["error"]

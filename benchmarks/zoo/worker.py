@@ -157,8 +157,26 @@ def capture(fn: Callable[[], Any]) -> torch.cuda.CUDAGraph:
     return graph
 
 
+def triton_kernel_configs() -> dict[str, str]:
+    """The launch config of every Triton kernel Inductor has loaded in this process, by kernel name
+    (``XBLOCK=8 R0_BLOCK=256 warps=4 stages=1``), where autotuning has left one launcher: which blocks each mode's
+    kernels ran with, beside their times in the census."""
+    from torch._inductor.codecache import PyCodeCache
+
+    found = {}
+    for module in [*PyCodeCache.modules, *PyCodeCache.modules_no_attr.values()]:
+        for name, kernel in list(vars(module).items()):
+            launchers = getattr(kernel, "launchers", None)
+            if name.startswith("triton_") and isinstance(launchers, list) and len(launchers) == 1:
+                config = launchers[0].config
+                found[name] = " ".join([*(f"{k}={v}" for k, v in config.kwargs.items()),
+                                        f"warps={config.num_warps}", f"stages={config.num_stages}"])
+    return found
+
+
 def profile_census(step: Callable[[], Any]) -> dict[str, Any]:
-    """The census of one step's GPU kernels under torch.profiler (CUDA activity only)."""
+    """The census of one step's GPU kernels under torch.profiler (CUDA activity only), with the launch config of
+    each Inductor Triton kernel among them (``blocks``)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -167,6 +185,11 @@ def profile_census(step: Callable[[], Any]) -> dict[str, Any]:
         torch.cuda.synchronize()
     kernels = [(e.name, e.time_range.elapsed_us()) for e in prof.events() if e.device_type == DeviceType.CUDA]
     result = report.census(kernels)
+    try:
+        configs = triton_kernel_configs()
+        result["blocks"] = {name: configs[name] for name in sorted({n for n, _ in kernels}) if name in configs}
+    except Exception as exc:  # noqa: BLE001 - Inductor internals may move; the census stands without blocks
+        result["blocks"] = {"error": one_line(exc)}
     if not kernels:
         result["note"] = "the profiler saw no kernels (graph replays may hide them)"
     return result
