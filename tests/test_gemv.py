@@ -74,6 +74,22 @@ def test_compiled_one_row_linear_matches_eager_on_the_cpu(cpu_counts):
     torch._dynamo.reset()
 
 
+def test_a_dynamic_batch_takes_the_reduction_in_its_batch_one_graph_only(cpu_counts):
+    """Dynamo specialises a size of 1: under dynamic=True batch 1 is a graph of its own with M = 1, which takes the
+    reduction; the one dynamic graph serves every other batch with the original GEMM."""
+    torch._dynamo.reset()
+    lin = torch.nn.Linear(32, 16, bias=True)
+    compiled = torch.compile(lin, backend="aot_eager_decomp_partition", dynamic=True)
+    reductions = []
+    with gemv.gemv_as_reduction(), torch.no_grad():
+        for batch in (4, 1, 8, 1, 3):
+            x = torch.randn(batch, 32)
+            torch.testing.assert_close(compiled(x), lin(x))
+            reductions.append(gemv.gemv_count() - cpu_counts)
+    assert reductions == [0, 1, 1, 1, 1]  # traced once, in the batch-1 graph; no other graph compiled it
+    torch._dynamo.reset()
+
+
 def test_shipped_labels_fit_the_rules_threshold_and_beat_cublas_only_held_out():
     table, max_n = gemv_eval.evaluate(gemv_eval.read_labels(LABELS))
     assert max_n == gemv.MAX_N  # the runtime constant is what the labels fit

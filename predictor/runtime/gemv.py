@@ -8,7 +8,8 @@ also tunes every other kernel of the graph (4-5x plain's compile). Here the deci
 time, from ``takes_reduction`` (a threshold fitted on ``datasets/nvidia-h200/GEMV.md``), and the reduction's blocks
 come from the GEMV block table of this GPU (``gemv_blocks.py``): nothing is searched at compile time.
 
-The rule needs M statically known to be 1; a dynamic batch never takes this path here.
+The rule needs M statically known to be 1. Under ``dynamic=True`` a batch of 1 still gets it: Dynamo specialises
+sizes 0 and 1, so batch 1 is compiled as a graph of its own with M = 1; other sizes of a symbolic M stay cuBLAS.
 """
 
 from __future__ import annotations
