@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from collectors.gemv import _MODELS, _VARIANTS, collect
+from collectors.gemv import _MODELS, _VARIANTS, TOLERANCE, collect, rel_err
 from predictor.runtime.gemv_blocks import MIN_K
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
     torch._dynamo.reset()
     args = _operands(p)
     ref = _function(p["weights"])(*[a.float() for a in args])
-    tol = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 5e-2}[p["dtype"]]
+    tol = TOLERANCE[p["dtype"]]
     kernel = GemvKernel(p["n"], p["k"], p["dtype"], p["weights"])
     grid = [c for c in GRID if fits(c, kernel)]
 
@@ -151,7 +151,7 @@ def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
     times, method = time_round_robin(list(candidates.values()), flush, reps=reps)
     for (name, _), t in zip(candidates.items(), times):
         out = outputs[name]
-        rel = float("nan") if out is None else ((out.float() - ref).norm() / ref.norm()).item()
+        rel = float("nan") if out is None else rel_err(out, ref)
         ok = out is None or rel <= tol
         q1, med, q3 = (float(v) for v in pd.Series(t).quantile([0.25, 0.5, 0.75]))
         rows.append({**p, "candidate": name, "family": name.split("/")[0], "status": "ok" if ok else "wrong_result",

@@ -2,14 +2,18 @@
 
     gemm-predictor gemv-fit datasets/nvidia-h100/gemv_blocks.parquet --out models/gemv-blocks/nvidia-h100.json
 
-The table (``predictor.runtime.gemv_blocks``) holds, per labelled problem, the block config that won and whether
-the reduction with it beat cuBLAS; at compile time a GEMV takes the choice of the nearest labelled problem (same
-number of fused GEMVs, log2 distance in n and k; for fused pairs the config that does best over the three nearest,
-``gemv_blocks.NEIGHBOURS``). Evaluated leaving one model group (``family_tag``) out: the
-table is built from the other groups and the held-out problems are scored. oracle@1 per problem = the fastest
-measured candidate / the time of the chosen one, geomean over problems. Baselines: ``cublas-only`` (plain
-``torch.compile``), ``reduction-default`` (the reduction form under Inductor's default blocks on every GEMV) and
-``max-n-rule`` (the reduction with default blocks up to n = 6144, cuBLAS above: the rule without a table).
+The table (``predictor.runtime.gemv_blocks``) holds each labelled problem's block-config times; at compile time a
+GEMV kernel takes the config that did best on the nearest labelled problems (same number of fused GEMVs, log2
+distance in n and k; one problem for a single GEMV, three for a fused pair: ``gemv_blocks.NEIGHBOURS``). Which
+GEMVs become reductions at all is the width rule (``gemv.takes_reduction``). Evaluated leaving one model group
+(``family_tag``) out: the table is built from the other groups and the held-out problems are scored. oracle@1 per
+problem = the fastest measured candidate / the time of the chosen one, geomean over problems.
+
+Columns: ``table (held out)``, what ``predictor.compile`` runs (the width rule, table blocks); ``table at every
+width``, the reduction with table blocks for every GEMV, and the same choosing from the nearest problem only or
+from the three nearest (what ``NEIGHBOURS`` was chosen on); baselines ``cublas-only`` (plain ``torch.compile``),
+``reduction-default`` (the reduction under Inductor's default blocks everywhere) and ``max-n-rule`` (the width rule
+with default blocks).
 """
 
 from __future__ import annotations
@@ -22,16 +26,16 @@ import numpy as np
 import pandas as pd
 
 from predictor.offline.gemv_eval import read_labels
-from predictor.runtime.gemv_blocks import GemvKernel, nearest, pooled_config
+from predictor.runtime.gemv import takes_reduction
+from predictor.runtime.gemv_blocks import GemvKernel, ranked_configs
 
 KIND = "gemv_block_labels"
 ATEN, DEFAULT = "aten/plain", "gemv/reduction"
-OLD_MAX_N = 6144
 
 
 def problems(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per problem: its fields, ``aten_us``, ``default_us``, the best block config and its time, and
-    ``times`` (candidate -> us)."""
+    """One row per problem: its fields, ``aten_us``, ``default_us``, the winning block ``config`` and ``times``
+    (candidate -> us)."""
     ok = frame[frame["status"] == "ok"]
     rows = []
     for (pid, _), group in ok.groupby(["problem_id", "family_tag"], sort=False):  # one shape may serve two models
@@ -40,34 +44,28 @@ def problems(frame: pd.DataFrame) -> pd.DataFrame:
         if not blocks or ATEN not in times:
             continue
         first = group.iloc[0]
-        best = min(blocks, key=blocks.get)
         rows.append({"problem_id": pid, "family_tag": first["family_tag"], "n": int(first["n"]),
                      "k": int(first["k"]), "dtype": first["dtype"], "weights": int(first["weights"]),
-                     "aten_us": times[ATEN], "default_us": times.get(DEFAULT, np.nan), "config": best,
-                     "config_us": blocks[best], "times": times})
+                     "aten_us": times[ATEN], "default_us": times.get(DEFAULT, np.nan),
+                     "config": min(blocks, key=blocks.get), "times": times})
     return pd.DataFrame(rows)
 
 
 def table_rows(probs: pd.DataFrame) -> list[dict[str, Any]]:
-    """The runtime table's rows: problem, winning config, whether it beat cuBLAS."""
+    """The runtime table's rows: the problem (and the model it comes from) and its block-config times."""
     return [{"n": int(r.n), "k": int(r.k), "dtype": r.dtype, "weights": int(r.weights), "family_tag": r.family_tag,
-             "config": r.config, "config_us": round(float(r.config_us), 3), "aten_us": round(float(r.aten_us), 3),
-             "reduction_wins": bool(r.config_us < r.aten_us),
              "times": {c.removeprefix("gemv/"): round(float(t), 3)
                        for c, t in r.times.items() if c.startswith("gemv/X")}}
             for r in probs.itertuples()]
 
 
-def _chosen_time(problem: Any, table: list[dict[str, Any]], count: int | None) -> float:
-    kernel = GemvKernel(problem.n, problem.k, problem.dtype, problem.weights)
-    row = nearest(kernel, table)
-    if row is None:
-        return problem.default_us
-    if problem.weights == 1 and not row["reduction_wins"]:
+def _chosen_time(problem: Any, table: list[dict[str, Any]], count: int | None = None,
+                 every_width: bool = False) -> float:
+    if not every_width and not takes_reduction(problem.n, problem.k, problem.dtype, "col"):
         return problem.aten_us
-    name = pooled_config(kernel, table, count)
-    # a config the held-out problem did not time (too big for it) falls back to Inductor's default blocks
-    return problem.times.get(f"gemv/{name}", problem.default_us)
+    ranked = ranked_configs(GemvKernel(problem.n, problem.k, problem.dtype, problem.weights), table, count)
+    # no labelled config that fits, or one the held-out problem did not time: Inductor's default blocks
+    return problem.times.get(f"gemv/{ranked[0]}", problem.default_us) if ranked else problem.default_us
 
 
 def evaluate(probs: pd.DataFrame) -> pd.DataFrame:
@@ -77,12 +75,13 @@ def evaluate(probs: pd.DataFrame) -> pd.DataFrame:
         table = table_rows(probs[probs["family_tag"] != family])
         for p in held.itertuples():
             best = min(p.times.values())
-            old_rule = p.default_us if (p.weights == 2 or p.n <= OLD_MAX_N) else p.aten_us
-            records.append({"weights": p.weights, "table (held out)": best / _chosen_time(p, table, None),
-                            "nearest only (held out)": best / _chosen_time(p, table, 1),
-                            "pool of 3 (held out)": best / _chosen_time(p, table, 3),
+            width_rule = p.default_us if takes_reduction(p.n, p.k, p.dtype, "col") else p.aten_us
+            records.append({"weights": p.weights, "table (held out)": best / _chosen_time(p, table),
+                            "table at every width": best / _chosen_time(p, table, every_width=True),
+                            "nearest only": best / _chosen_time(p, table, 1, every_width=True),
+                            "pool of 3": best / _chosen_time(p, table, 3, every_width=True),
                             "cublas-only": best / p.aten_us, "reduction-default": best / p.default_us,
-                            "max-n-rule": best / old_rule})
+                            "max-n-rule": best / width_rule})
     scores = pd.DataFrame(records)
     strategies = [c for c in scores.columns if c != "weights"]
 

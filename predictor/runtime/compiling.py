@@ -33,7 +33,8 @@ from typing import Any, Callable
 from . import installing
 from .conv_lowering import convolutions_as_plain
 from .gemv import gemv_as_reduction
-from .gemv_blocks import GemvKernel, choose_from_table, gemv_blocks
+from . import gemv_blocks
+from .gemv_blocks import GemvKernel, choose_from_table
 from .grouped_mm import grouped_mm_decided
 from .policy import DECIDE_MIN_GAP
 from .settings import HookSettings
@@ -114,7 +115,7 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
             patches = {**self.config, **(kwargs.get("config_patches") or {}), "triton.cudagraphs": trees}
             # compile_fx re-applies config_patches around the backward pass, which is compiled later, lazily;
             # lowerings and decompositions apply to the forward graph traced here (the backward is traced with it)
-            with convolutions_as_plain(), grouped_mm_decided(), gemv_as_reduction(), gemv_blocks(gemv_choice()), \
+            with convolutions_as_plain(), grouped_mm_decided(), gemv_as_reduction(), gemv_blocks.gemv_blocks(gemv_choice()), \
                     _capture_aware_cudagraphify():
                 return compile_fx(model_, inputs_, config_patches=patches)
 
@@ -122,12 +123,12 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
 
 
 def gemv_choice() -> Callable[[GemvKernel], Any]:
-    """How GEMV kernels get their blocks: the table's best; under ``tune=K`` (the installed hook prunes to K) the
-    table's K best, benchmarked by Inductor on each kernel's first call as the K GEMM candidates are."""
+    """How this compile's GEMV kernels get their blocks (the table read once here, not per kernel): the table's
+    best; under ``tune=K`` (the installed hook prunes to K) the table's K best, benchmarked by Inductor on each
+    kernel's first call as the K GEMM candidates are."""
     settings = installing._STACK[-1].pruner.settings if installing._STACK else None
-    if settings is not None and settings.policy == "prune" and settings.top_k > 1:
-        return functools.partial(choose_from_table, top=settings.top_k)
-    return choose_from_table
+    top = settings.top_k if settings is not None and settings.policy == "prune" else 1
+    return functools.partial(choose_from_table, rows=gemv_blocks.table_for_this_gpu(), top=top)
 
 
 def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,

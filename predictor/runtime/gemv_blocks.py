@@ -105,17 +105,16 @@ def table_path(gpu_name: str, roots: Sequence[Path], capability: str | None = No
 
 
 def read_table(path: Path) -> list[dict[str, Any]]:
-    """The labelled problems of one table, each with its winning ``config`` and whether the reduction beat cuBLAS
-    (``reduction_wins``). Raises ValueError naming the file when it is not such a table."""
+    """The labelled problems of one table: ``n``, ``k``, ``dtype``, ``weights`` and ``times`` (block config name ->
+    us). Raises ValueError naming the file when it is not such a table."""
     try:
-        data = json.loads(Path(path).read_text())
-        rows = data["problems"]
+        rows = json.loads(Path(path).read_text())["problems"]
         for row in rows:
             GemvKernel(int(row["n"]), int(row["k"]), str(row["dtype"]), int(row["weights"]))
-            parse_config_name(row["config"])
-            bool(row["reduction_wins"])
-            {parse_config_name(name)["XBLOCK"]: float(us) for name, us in row["times"].items()}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+            for name, us in row["times"].items():
+                parse_config_name(name)
+                float(us)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path}: not a GEMV block table ({type(exc).__name__}: {exc})") from exc
     return rows
 
@@ -134,12 +133,6 @@ def nearest_rows(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int 
                                         int(r["n"]), int(r["k"])))[:count]
 
 
-def nearest(kernel: GemvKernel, rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """The closest labelled problem (None for an empty table)."""
-    found = nearest_rows(kernel, rows, 1)
-    return found[0] if found else None
-
-
 def ranked_configs(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int | None = None) -> list[str]:
     """Block configs best first by their geomean of (fastest / their time) over the nearest labelled problems
     (``NEIGHBOURS``, or ``count``), among configs that fit ``kernel`` and were timed on all of them: for a pair,
@@ -156,50 +149,48 @@ def ranked_configs(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: in
     return sorted(sorted(names), key=score, reverse=True)
 
 
-def pooled_config(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int | None = None) -> str | None:
-    """The best of ``ranked_configs`` (None when no labelled config fits)."""
-    ranked = ranked_configs(kernel, rows, count)
-    return ranked[0] if ranked else None
+def choose_from_table(kernel: GemvKernel, rows: Sequence[dict[str, Any]], top: int = 1) -> list[Config] | None:
+    """The best config of the nearest labelled problems, or None (Inductor's default). With ``top`` > 1
+    (``predictor.compile(tune=K)``), the K best, which Inductor benchmarks on the kernel's first call."""
+    return [parse_config_name(name) for name in ranked_configs(kernel, rows)[:top]] or None
 
 
-@functools.lru_cache(maxsize=8)
-def _cached_table(path: str) -> tuple[dict[str, Any], ...]:
-    return tuple(read_table(Path(path)))
+@functools.lru_cache(maxsize=None)
+def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tuple[dict[str, Any], ...], str | None]:
+    """(rows, digest) of the table for this GPU, read once per process."""
+    import hashlib
+
+    path = table_path(gpu_name, [Path(r) for r in roots], capability)
+    if path is None:
+        return (), None
+    try:
+        rows = tuple(read_table(path))
+    except ValueError as exc:
+        log.warning("gemm-predictor: %s; GEMVs keep Inductor's default blocks", exc)
+        return (), None
+    return rows, hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-def table_for_this_gpu() -> list[dict[str, Any]]:
-    """The shipped table for the current CUDA GPU (empty without one, or without a GPU)."""
+def _this_gpus_table() -> tuple[tuple[dict[str, Any], ...], str | None]:
     import torch
 
     from .discovery import model_roots
 
     if not torch.cuda.is_available():
-        return []
+        return (), None
     capability = ".".join(map(str, torch.cuda.get_device_capability()))
-    path = table_path(torch.cuda.get_device_name(), model_roots(), capability)
-    if path is None:
-        return []
-    try:
-        return list(_cached_table(str(path)))
-    except ValueError as exc:
-        log.warning("gemm-predictor: %s; GEMVs keep Inductor's default blocks", exc)
-        return []
+    return _table(torch.cuda.get_device_name(), capability, tuple(str(r) for r in model_roots()))
+
+
+def table_for_this_gpu() -> tuple[dict[str, Any], ...]:
+    """The shipped table's rows for the current CUDA GPU (empty without one, or without a GPU)."""
+    return _this_gpus_table()[0]
 
 
 def table_digest() -> str | None:
-    """A hash of this GPU's table (part of the hook's FX-graph-cache key: a new table must not reuse kernels
+    """A hash of this GPU's table file (part of the hook's FX-graph-cache key: a new table must not reuse kernels
     compiled with the old blocks)."""
-    import hashlib
-
-    rows = table_for_this_gpu()
-    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:16] if rows else None
-
-
-def choose_from_table(kernel: GemvKernel, top: int = 1) -> list[Config] | None:
-    """The runtime choice: the best config of the nearest labelled problems, or None (Inductor's default). With
-    ``top`` > 1 (``predictor.compile(tune=K)``), the K best, which Inductor benchmarks on the kernel's first call."""
-    names = ranked_configs(kernel, table_for_this_gpu())[:top]
-    return [parse_config_name(name) for name in names] or None
+    return _this_gpus_table()[1]
 
 
 # --- the codegen patch -------------------------------------------------------------------------------------------
@@ -263,7 +254,7 @@ def fixed_count() -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def gemv_blocks(choose: Callable[[GemvKernel], Sequence[Config] | None] = choose_from_table) -> Iterator[None]:
+def gemv_blocks(choose: Callable[[GemvKernel], Sequence[Config] | None]) -> Iterator[None]:
     """While active, every GEMV kernel Inductor generates gets the configs ``choose`` returns for it (None or
     empty: Inductor's heuristic). Restored on exit, also on an error; nested uses keep the outer choice."""
     from torch._inductor.codegen.triton import TritonKernel
