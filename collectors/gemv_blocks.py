@@ -2,10 +2,20 @@
 
     python -m collectors.gemv_blocks --out datasets/nvidia-h100/gemv_blocks.parquet
 
-Per problem (one-row GEMMs of real decoders, ``corpus()``: single projections with K > 1024, where Inductor's
-reduction is not persistent, and the gate and up projections as one fused pair followed by SiLU-and-multiply, as
-Inductor fuses them in a decoder's MLP), these candidates, timed round-robin in one CUDA graph with L2 flushed
-before every launch (``collectors.timing``; median and IQR of ``--reps``):
+Per problem (one-row GEMMs of real decoders, ``corpus()``, K > 1024, where Inductor's reduction is not persistent),
+in the forms Inductor generates inside a decoder (``form``):
+
+- ``plain``: ``x @ w`` (the attention output projection);
+- ``silu_mul``: ``(silu(g) * u) @ w``, SiLU-and-multiply fused ahead of the GEMV (the MLP's down projection);
+- ``norm``: ``rmsnorm(h) @ w``, the norm's scaling fused ahead (q, k/v, a fused gate-up weight, the vocabulary head);
+- ``pair``: ``silu(x @ g) * (x @ u)``, the gate and up projections as one kernel of two GEMVs;
+- ``norm_pair``: the pair after the norm.
+
+The work fused ahead is redone by every program, so it moves the winning blocks; the kernel's ``vector_loads``
+(``predictor.runtime.gemv_blocks.count_vector_loads``: 1 for plain and pair, 2 with SiLU-and-multiply or a norm)
+and ``activation_ahead`` (an activation computed in the reduction loop: SiLU-and-multiply) are recorded beside it,
+as the runtime sees them. These candidates, timed round-robin in one CUDA graph with L2
+flushed before every launch (``collectors.timing``; median and IQR of ``--reps``):
 
 - ``aten/plain``: the function under plain ``torch.compile`` (cuBLAS's GEMV and, for a pair, one pointwise kernel);
 - ``gemv/reduction``: the reduction form (``predictor.runtime.gemv``) under Inductor's default reduction blocks;
@@ -13,9 +23,10 @@ before every launch (``collectors.timing``; median and IQR of ``--reps``):
   ``predictor.runtime.gemv_blocks.GRID`` that fits: one kernel compiled with every config, each config's launcher
   run on the kernel's own arguments.
 
-Outputs are checked against the fp32 product (``rel_err``; a fused pair's block configs write the gate and up
-products, not the final output: not checked there, the same kernel source as ``gemv/reduction``). Written after
-every problem (resumable).
+Outputs are checked against the fp32 function (``rel_err``; a fused pair's block configs write the gate and up
+products, not the final output: not checked there, the same kernel source as ``gemv/reduction``). With work fused
+ahead, ``aten/plain`` and ``gemv/reduction`` time the whole function and the block configs the GEMV kernel alone.
+Written after every problem (resumable).
 """
 
 from __future__ import annotations
@@ -37,39 +48,77 @@ log = logging.getLogger(__name__)
 KIND = "gemv_block_labels"
 
 
+FORMS = {  # form -> (source of the function, number of GEMVs in its kernel)
+    "plain": ("lambda x, w: x @ w", 1),
+    "silu_mul": ("lambda g, u, w: (F.silu(g) * u) @ w", 1),
+    "norm": ("lambda h, s, w: rms(h, s) @ w", 1),
+    "pair": ("lambda x, g, u: F.silu(x @ g) * (x @ u)", 2),
+    "norm_pair": ("lambda h, s, g, u: F.silu(rms(h, s) @ g) * (rms(h, s) @ u)", 2),
+}
+
+
+def _rms(h: Any, scale: Any) -> Any:
+    """RMSNorm as Hugging Face decoders write it (fp32 statistics, scaled in the input dtype)."""
+    import torch
+
+    variance = h.float().pow(2).mean(-1, keepdim=True)
+    return scale * (h.float() * torch.rsqrt(variance + 1e-6)).to(h.dtype)
+
+
 def corpus() -> list[dict[str, Any]]:
-    """Single GEMVs (each model's first dtype, column-major weights) and gate-up pairs (``weights`` = 2)."""
+    """Each model's first dtype, column-major weights: every projection as a plain GEMV, the down projection after
+    SiLU-and-multiply, the projections that follow a norm (q, k/v, the head; Phi-3's fused gate-up) after it, and
+    the gate-up pair alone and after the norm."""
     rows = []
     for group, shapes in _MODELS.items():
         dtype = next(d for d, layout in _VARIANTS[group] if layout == "col")
         base = {"op": "mm", "b": 1, "m": 1, "dtype": dtype, "out_dtype": dtype, "layout_a": "row",
                 "layout_b": "col", "family_tag": f"gemv:{group}"}
-        for n, k in shapes:
+        (q, kv, gate_up, down, head), hidden = shapes, shapes[0][1]
+
+        def add(form: str, n: int, k: int) -> None:
             if k >= MIN_K:
-                rows.append({**base, "n": n, "k": k, "weights": 1})
-        gate_up, hidden = shapes[2][0], shapes[0][1]  # (intermediate, hidden) of the MLP's gate and up
-        if hidden >= MIN_K and group not in ("phi3-mini", "gpt2"):  # these fuse gate-up in one weight / have none
-            rows.append({**base, "n": gate_up, "k": hidden, "weights": 2})
+                rows.append({**base, "n": n, "k": k, "form": form, "weights": FORMS[form][1]})
+        for n, k in shapes:
+            add("plain", n, k)
+        if group != "gpt2":  # GPT-2's MLP is GELU, no gate
+            add("silu_mul", *down)
+        for n, k in (q, kv, head, *([gate_up] if group == "phi3-mini" else [])):
+            add("norm", n, k)
+        if group not in ("phi3-mini", "gpt2"):  # these fuse gate-up in one weight / have none
+            add("pair", gate_up[0], hidden)
+            add("norm_pair", gate_up[0], hidden)
     return rows
+
+
+def problem_op(p: dict[str, Any]) -> str:
+    """The labels' ``op`` (part of the problem id): ``mm-x1``/``mm-x2`` for the plain GEMV and the pair (as first
+    collected), ``mm-x1-silu_mul`` and so on for the forms with work fused ahead."""
+    plain = {"plain": "mm-x1", "pair": "mm-x2"}
+    return plain.get(p["form"], f"mm-x{p['weights']}-{p['form']}")
 
 
 def _operands(p: dict[str, Any]) -> list[Any]:
     import torch
 
     dtype = getattr(torch, p["dtype"])
-    x = torch.randn(1, p["k"], device="cuda", dtype=dtype)
+    vector = [torch.randn(1, p["k"], device="cuda", dtype=dtype)]
+    if p["form"] == "silu_mul":
+        vector.append(torch.randn(1, p["k"], device="cuda", dtype=dtype))
+    elif p["form"] in ("norm", "norm_pair"):
+        vector.append(1 + 0.1 * torch.randn(p["k"], device="cuda", dtype=dtype))  # the norm's scale
     weights = [(torch.randn(p["n"], p["k"], device="cuda", dtype=dtype) / p["k"] ** 0.5).t()
                for _ in range(p["weights"])]
-    return [x, *weights]
+    return [*vector, *weights]
 
 
-def _function(weights: int) -> Callable[..., Any]:
+def _function(form: str) -> Callable[..., Any]:
     """A new function object with its own code object on every call: Dynamo keeps compiled code per code object,
     so two compiles of one function with equal backends would share (and overwrite) one another's entry."""
     import torch.nn.functional as F
 
-    source = "lambda x, b: x @ b" if weights == 1 else "lambda x, g, u: F.silu(x @ g) * (x @ u)"
-    return eval(compile(source, f"<gemv x{weights}>", "eval"), {"F": F})  # noqa: S307 - fixed source, no input
+    source = FORMS[form][0]
+    return eval(compile(source, f"<gemv {form}>", "eval"), {"F": F, "rms": _rms})  # noqa: S307 - fixed source
 
 
 @contextlib.contextmanager
@@ -104,13 +153,20 @@ def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
 
     torch._dynamo.reset()
     args = _operands(p)
-    ref = _function(p["weights"])(*[a.float() for a in args])
+    ref = _function(p["form"])(*[a.float() for a in args])
     tol = TOLERANCE[p["dtype"]]
     kernel = GemvKernel(p["n"], p["k"], p["dtype"], p["weights"])
     grid = [c for c in GRID if fits(c, kernel)]
+    seen: list[GemvKernel] = []
+
+    def grid_for_this_gemv(k: GemvKernel) -> list[dict[str, int]] | None:
+        if (k.n, k.k, k.weights) != (kernel.n, kernel.k, kernel.weights):
+            return None
+        seen.append(k)
+        return grid
 
     def compiled(decompose: bool, choose: Any = None) -> Callable[..., Any]:
-        compiled_fn = torch.compile(_function(p["weights"]), dynamic=False)
+        compiled_fn = torch.compile(_function(p["form"]), dynamic=False)
         if not decompose:
             compiled_fn(*args)
             return compiled_fn
@@ -122,8 +178,11 @@ def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
     default = compiled(decompose=True)
     captured: list[tuple[list[Any], tuple[Any, ...], dict[str, Any]]] = []
     with _captured_launchers(captured):
-        compiled(decompose=True, choose=lambda k: grid if k == kernel else None)
-    if len(captured) != 1:
+        compiled(decompose=True, choose=grid_for_this_gemv)
+    names = {config_name(c) for c in grid}
+    captured = [c for c in captured  # the GEMV kernel; a norm's own kernel may have several configs too
+                if {config_name({**la.config.kwargs, "num_warps": la.config.num_warps}) for la in c[0]} == names]
+    if len(captured) != 1 or len(seen) != 1:
         raise RuntimeError(f"expected one GEMV kernel with {len(grid)} configs, captured {len(captured)} "
                            "(Inductor's code generation changed?)")
     launchers, kargs, kkwargs = captured[0]
@@ -154,11 +213,12 @@ def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
         rel = float("nan") if out is None else rel_err(out, ref)
         ok = out is None or rel <= tol
         q1, med, q3 = (float(v) for v in pd.Series(t).quantile([0.25, 0.5, 0.75]))
-        rows.append({**p, "candidate": name, "family": name.split("/")[0], "status": "ok" if ok else "wrong_result",
+        rows.append({**p, "vector_loads": seen[0].vector_loads, "activation_ahead": seen[0].activation_ahead,
+                     "candidate": name, "family": name.split("/")[0], "status": "ok" if ok else "wrong_result",
                      "rel_err": rel, "time_us": med, "time_us_iqr": q3 - q1, "reps": reps, "timing": method})
     blocks = {r["candidate"]: r["time_us"] for r in rows if r["candidate"].startswith("gemv/X")}
     best = min(blocks, key=blocks.get)
-    log.info("%s n=%d k=%d x%d: plain %.1f us, default %.1f us, best %s %.1f us", p["family_tag"], p["n"], p["k"],
+    log.info("%s %s n=%d k=%d x%d: plain %.1f us, default %.1f us, best %s %.1f us", p["family_tag"], p["form"], p["n"], p["k"],
              p["weights"], rows[0]["time_us"], rows[1]["time_us"], best, blocks[best])
     return rows
 
@@ -170,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=20, help="timed runs per candidate")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    problems = [dict(p, op=f"mm-x{p['weights']}") for p in corpus()]
+    problems = [dict(p, op=problem_op(p)) for p in corpus()]
     import torch._inductor.config as inductor_config
 
     # every compile fresh, every config benchmarked: no kernel or autotune result reused from an earlier problem

@@ -61,8 +61,18 @@ def test_gemv_fused_with_the_norm_ahead_of_it_computes_the_right_product():
         return F.linear(a * torch.rsqrt(a.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(a.dtype), b)
 
     out, code, seen = _compiled_code(rms_then_head, x, w, choose=lambda kernel: [X8])
-    assert set(seen) <= {gemv_blocks.GemvKernel(32000, 2048, "bfloat16", 1)}  # given the blocks, or left to Inductor
+    # given the blocks, or left to Inductor; the norm's scaling ahead is loads, no activation
+    assert all((k.n, k.k, k.weights, k.activation_ahead) == (32000, 2048, 1, False) for k in seen)
     ref = rms_then_head(x.float(), w.float())
+    assert ((out.float() - ref).norm() / ref.norm()).item() < 2e-2
+
+
+def test_work_fused_ahead_of_the_gemv_is_counted_in_its_vector_loads():
+    g, u = (torch.randn(1, 5632, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    w = torch.randn(2048, 5632, device="cuda", dtype=torch.bfloat16) / 75
+    out, code, seen = _compiled_code(lambda a, b, c: F.linear(F.silu(a) * b, c), g, u, w, choose=lambda kernel: [X8])
+    assert seen == [gemv_blocks.GemvKernel(2048, 5632, "bfloat16", 1, vector_loads=2, activation_ahead=True)]
+    ref = (F.silu(g.float()) * u.float()) @ w.float().t()
     assert ((out.float() - ref).norm() / ref.norm()).item() < 2e-2
 
 

@@ -3,15 +3,17 @@
     gemm-predictor gemv-fit datasets/nvidia-h100/gemv_blocks.parquet --out models/gemv-blocks/nvidia-h100.json
 
 The table (``predictor.runtime.gemv_blocks``) holds each labelled problem's block-config times; at compile time a
-GEMV kernel takes the config that did best on the nearest labelled problems (same number of fused GEMVs, log2
-distance in n and k; one problem for a single GEMV, three for a fused pair: ``gemv_blocks.NEIGHBOURS``). Which
+GEMV kernel takes the config that did best on the nearest labelled problems (same number of fused GEMVs, an
+activation ahead or not, nearest number of vector loads -- the work fused ahead --, log2 distance in n and k; one
+problem for a plain single GEMV, three otherwise: ``gemv_blocks.neighbours``). Which
 GEMVs become reductions at all is the width rule (``gemv.takes_reduction``). Evaluated leaving one model group
 (``family_tag``) out: the table is built from the other groups and the held-out problems are scored. oracle@1 per
 problem = the fastest measured candidate / the time of the chosen one, geomean over problems.
 
 Columns: ``table (held out)``, what ``predictor.compile`` runs (the width rule, table blocks); ``table at every
-width``, the reduction with table blocks for every GEMV, and the same choosing from the nearest problem only or
-from the three nearest (what ``NEIGHBOURS`` was chosen on); baselines ``cublas-only`` (plain ``torch.compile``),
+width``, the reduction with table blocks for every GEMV, and the same blind to the work fused ahead (``forms
+ignored``: every kernel matched as if it loaded the vector alone), choosing from the nearest problem only or from the
+three nearest (what ``neighbours`` was chosen on); baselines ``cublas-only`` (plain ``torch.compile``),
 ``reduction-default`` (the reduction under Inductor's default blocks everywhere) and ``max-n-rule`` (the width rule
 with default blocks).
 """
@@ -35,7 +37,9 @@ ATEN, DEFAULT = "aten/plain", "gemv/reduction"
 
 def problems(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per problem: its fields, ``aten_us``, ``default_us``, the winning block ``config`` and ``times``
-    (candidate -> us)."""
+    (candidate -> us). Labels collected before forms were named (no ``form``/``vector_loads``) are the plain GEMV
+    (``mm-x1``) and the pair (``mm-x2``), which load the vector alone; labels without ``activation_ahead`` have one
+    ahead exactly in the ``silu_mul`` form (``predictor.runtime.gemv_blocks.count_activations_ahead``)."""
     ok = frame[frame["status"] == "ok"]
     rows = []
     for (pid, _), group in ok.groupby(["problem_id", "family_tag"], sort=False):  # one shape may serve two models
@@ -44,8 +48,13 @@ def problems(frame: pd.DataFrame) -> pd.DataFrame:
         if not blocks or ATEN not in times:
             continue
         first = group.iloc[0]
+        form = first.get("form")
+        loads, activation = first.get("vector_loads"), first.get("activation_ahead")
         rows.append({"problem_id": pid, "family_tag": first["family_tag"], "n": int(first["n"]),
                      "k": int(first["k"]), "dtype": first["dtype"], "weights": int(first["weights"]),
+                     "form": form if isinstance(form, str) else {"mm-x1": "plain", "mm-x2": "pair"}[first["op"]],
+                     "vector_loads": 1 if pd.isna(loads) else int(loads),
+                     "activation_ahead": form == "silu_mul" if pd.isna(activation) else bool(activation),
                      "aten_us": times[ATEN], "default_us": times.get(DEFAULT, np.nan),
                      "config": min(blocks, key=blocks.get), "times": times})
     return pd.DataFrame(rows)
@@ -53,42 +62,58 @@ def problems(frame: pd.DataFrame) -> pd.DataFrame:
 
 def table_rows(probs: pd.DataFrame) -> list[dict[str, Any]]:
     """The runtime table's rows: the problem (and the model it comes from) and its block-config times."""
-    return [{"n": int(r.n), "k": int(r.k), "dtype": r.dtype, "weights": int(r.weights), "family_tag": r.family_tag,
+    return [{"n": int(r.n), "k": int(r.k), "dtype": r.dtype, "weights": int(r.weights),
+             "vector_loads": int(r.vector_loads), "activation_ahead": bool(r.activation_ahead), "form": r.form,
+             "family_tag": r.family_tag,
              "times": {c.removeprefix("gemv/"): round(float(t), 3)
                        for c, t in r.times.items() if c.startswith("gemv/X")}}
             for r in probs.itertuples()]
 
 
 def _chosen_time(problem: Any, table: list[dict[str, Any]], count: int | None = None,
-                 every_width: bool = False) -> float:
+                 every_width: bool = False, vector_loads: int | None = None) -> float:
+    """The held-out problem's time under the table's choice (``vector_loads``: as if the kernel had that many,
+    e.g. 1 to score a table blind to the work fused ahead). NaN where that choice's time was not measured on a
+    footing comparable with the block configs (cuBLAS or the default blocks of a function with work fused ahead)."""
+    whole = problem.form == "plain"  # only there do cuBLAS and the default time the GEMV kernel alone
     if not every_width and not takes_reduction(problem.n, problem.k, problem.dtype, "col"):
-        return problem.aten_us
-    ranked = ranked_configs(GemvKernel(problem.n, problem.k, problem.dtype, problem.weights), table, count)
+        return problem.aten_us if whole else np.nan
+    blind = vector_loads is not None  # scored as if nothing were fused ahead
+    kernel = GemvKernel(problem.n, problem.k, problem.dtype, problem.weights,
+                        vector_loads if blind else problem.vector_loads, False if blind else problem.activation_ahead)
+    ranked = ranked_configs(kernel, table, count)
     # no labelled config that fits, or one the held-out problem did not time: Inductor's default blocks
-    return problem.times.get(f"gemv/{ranked[0]}", problem.default_us) if ranked else problem.default_us
+    fallback = problem.default_us if whole else np.nan
+    return problem.times.get(f"gemv/{ranked[0]}", fallback) if ranked else fallback
 
 
 def evaluate(probs: pd.DataFrame) -> pd.DataFrame:
-    """oracle@1 per strategy (leave one model group out for the table), per weights count and overall."""
+    """oracle@1 per strategy (leave one model group out for the table), per form and overall. For a plain GEMV
+    every candidate times the GEMV alone and the best is over all of them; with work fused ahead (or a pair)
+    ``aten/plain`` and ``gemv/reduction`` time the whole function, so there the best is over the block configs and
+    the baselines are not scored."""
     records = []
     for family, held in probs.groupby("family_tag"):
         table = table_rows(probs[probs["family_tag"] != family])
         for p in held.itertuples():
-            best = min(p.times.values())
+            whole = p.form == "plain"
+            best = min(t for c, t in p.times.items() if whole or c.startswith("gemv/X"))
             width_rule = p.default_us if takes_reduction(p.n, p.k, p.dtype, "col") else p.aten_us
-            records.append({"weights": p.weights, "table (held out)": best / _chosen_time(p, table),
+            records.append({"form": p.form, "table (held out)": best / _chosen_time(p, table),
                             "table at every width": best / _chosen_time(p, table, every_width=True),
+                            "forms ignored": best / _chosen_time(p, table, every_width=True, vector_loads=1),
                             "nearest only": best / _chosen_time(p, table, 1, every_width=True),
                             "pool of 3": best / _chosen_time(p, table, 3, every_width=True),
-                            "cublas-only": best / p.aten_us, "reduction-default": best / p.default_us,
-                            "max-n-rule": best / width_rule})
+                            "cublas-only": best / p.aten_us if whole else np.nan,
+                            "reduction-default": best / p.default_us if whole else np.nan,
+                            "max-n-rule": best / width_rule if whole else np.nan})
     scores = pd.DataFrame(records)
-    strategies = [c for c in scores.columns if c != "weights"]
+    strategies = [c for c in scores.columns if c != "form"]
 
     def geomean(frame: pd.DataFrame) -> pd.Series:
         return np.exp(np.log(frame[strategies]).mean())
 
-    out = {f"{w} GEMV{'s fused' if w > 1 else ''} ({len(g)})": geomean(g) for w, g in scores.groupby("weights")}
+    out = {f"{form} ({len(g)})": geomean(g) for form, g in scores.groupby("form", sort=False)}
     out[f"all ({len(scores)})"] = geomean(scores)
     return pd.DataFrame(out).T
 

@@ -9,8 +9,11 @@ one config, compiled once, nothing benchmarked.
 
 A GEMV kernel is a non-persistent Triton reduction whose every reduction is the sum of a decomposed ``mm``/``addmm``
 (one, or two when Inductor fuses the gate and up projections that read the same input); pointwise work fused ahead
-of it (a norm's scaling, SiLU-and-multiply) may share the kernel. Any other kernel keeps Inductor's heuristic. The table is a JSON file per GPU
-(``models/gemv-blocks/<gpu>.json``, written by ``gemm-predictor gemv-fit``): plain data, no pickle.
+of it (a norm's scaling, SiLU-and-multiply) may share the kernel. Such work is redone by every program along the
+reduction, so it changes which blocks win (more rows per program share it): the kernel's ``vector_loads`` -- the
+inputs it reads along the reduction only -- is part of what the table is keyed by. Any other kernel keeps
+Inductor's heuristic. The table is a JSON file per GPU (``models/gemv-blocks/<gpu>.json``, written by
+``gemm-predictor gemv-fit``): plain data, no pickle.
 """
 
 from __future__ import annotations
@@ -37,13 +40,19 @@ Config = dict[str, int]  # XBLOCK, R0_BLOCK, num_warps, num_stages
 
 @dataclasses.dataclass(frozen=True)
 class GemvKernel:
-    """What the block choice looks at: the output width, the reduction length, the dtype and how many GEMVs of
-    that shape the kernel computes (2: gate and up fused)."""
+    """What the block choice looks at: the output width, the reduction length, the dtype, how many GEMVs of
+    that shape the kernel computes (2: gate and up fused), how many inputs every program reads along the
+    reduction (1: the vector alone; 2: SiLU-and-multiply's two inputs, or a norm's input and scale, fused ahead) and
+    whether an activation (sigmoid, tanh, erf, exp) is computed on them ahead of the product: that work, redone by
+    every program, makes blocks of several rows win (the labels: SiLU-and-multiply ahead wins with 2-8 rows per
+    program, a norm's scaling ahead with one, as a plain GEMV)."""
 
     n: int
     k: int
     dtype: str
     weights: int = 1
+    vector_loads: int = 1
+    activation_ahead: bool = False
 
 
 def config_name(config: Config) -> str:
@@ -105,12 +114,12 @@ def table_path(gpu_name: str, roots: Sequence[Path], capability: str | None = No
 
 
 def read_table(path: Path) -> list[dict[str, Any]]:
-    """The labelled problems of one table: ``n``, ``k``, ``dtype``, ``weights`` and ``times`` (block config name ->
-    us). Raises ValueError naming the file when it is not such a table."""
+    """The labelled problems of one table: ``n``, ``k``, ``dtype``, ``weights``, ``vector_loads`` and ``times``
+    (block config name -> us). Raises ValueError naming the file when it is not such a table."""
     try:
         rows = json.loads(Path(path).read_text())["problems"]
         for row in rows:
-            GemvKernel(int(row["n"]), int(row["k"]), str(row["dtype"]), int(row["weights"]))
+            _problem(row)
             for name, us in row["times"].items():
                 parse_config_name(name)
                 float(us)
@@ -119,15 +128,27 @@ def read_table(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-# labelled problems pooled per choice, by number of fused GEMVs (held-out oracle@1, gemm-predictor gemv-fit: single
-# GEMVs follow their nearest problem best; the few fused pairs need the pool's agreement)
-NEIGHBOURS = {1: 1, 2: 3}
+def _problem(row: dict[str, Any]) -> GemvKernel:
+    return GemvKernel(int(row["n"]), int(row["k"]), str(row["dtype"]), int(row["weights"]),
+                      int(row.get("vector_loads", 1)), bool(row.get("activation_ahead", False)))
+
+
+def neighbours(kernel: GemvKernel) -> int:
+    """Labelled problems pooled per choice (held-out oracle@1, gemm-predictor gemv-fit): a single GEMV with no
+    activation ahead follows its nearest problem best; pairs and GEMVs with an activation ahead, fewer labels with
+    closer calls between configs, need the pool's agreement."""
+    return 1 if kernel.weights == 1 and not kernel.activation_ahead else 3
 
 
 def nearest_rows(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int = 1) -> list[dict[str, Any]]:
-    """The ``count`` labelled problems closest to ``kernel``: same number of fused GEMVs, the same element size
-    where one exists, then the smallest distance in log2(n) and log2(k)."""
+    """The ``count`` labelled problems closest to ``kernel``: same number of fused GEMVs, an activation ahead or
+    not, the nearest number of vector loads (the work fused ahead), the same element size where one exists, then
+    the smallest distance in log2(n) and log2(k). (Each criterion narrows the rows where some row meets it.)"""
     same = [r for r in rows if int(r["weights"]) == kernel.weights] or list(rows)
+    same = [r for r in same if _problem(r).activation_ahead == kernel.activation_ahead] or same
+    if same:
+        gap = min(abs(_problem(r).vector_loads - kernel.vector_loads) for r in same)
+        same = [r for r in same if abs(_problem(r).vector_loads - kernel.vector_loads) == gap]
     sized = [r for r in same if _itemsize(str(r["dtype"])) == _itemsize(kernel.dtype)] or same
     return sorted(sized, key=lambda r: (math.log2(int(r["n"]) / kernel.n) ** 2 + math.log2(int(r["k"]) / kernel.k) ** 2,
                                         int(r["n"]), int(r["k"])))[:count]
@@ -135,9 +156,9 @@ def nearest_rows(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int 
 
 def ranked_configs(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int | None = None) -> list[str]:
     """Block configs best first by their geomean of (fastest / their time) over the nearest labelled problems
-    (``NEIGHBOURS``, or ``count``), among configs that fit ``kernel`` and were timed on all of them: for a pair,
+    (``neighbours``, or ``count``), among configs that fit ``kernel`` and were timed on all of them: for a pair,
     one problem's 1% winner does not decide alone. Empty for an empty table."""
-    pool = nearest_rows(kernel, rows, count or NEIGHBOURS.get(kernel.weights, 3))
+    pool = nearest_rows(kernel, rows, count or neighbours(kernel))
     if not pool:
         return []
     names = set.intersection(*(set(r["times"]) for r in pool))
@@ -199,9 +220,38 @@ _GEMM_OPS = ("aten.mm.default", "aten.addmm.default")
 _SUM = "aten.sum.dim_IntList"
 
 
-def describe(kernel: Any) -> GemvKernel | None:
+def count_vector_loads(source: str) -> int:
+    """How many inputs a generated reduction kernel loads with an index along the reduction only (``r0_1``, no
+    ``x0``): what every program reads again, whichever rows it computes. At least 1 (the vector)."""
+    found = set()
+    for match in re.finditer(r"tl\.load\((in_ptr\d+) \+ \(", source):
+        depth, end = 1, match.end()
+        while depth and end < len(source):
+            depth += {"(": 1, ")": -1}.get(source[end], 0)
+            end += 1
+        index = source[match.end():end - 1]
+        if re.search(r"\br0_\d+\b", index) and not re.search(r"\bx\d+\b", index):
+            found.add(match.group(1))
+    return max(1, len(found))
+
+
+_ACTIVATIONS = re.compile(r"\b(?:tl\.sigmoid|(?:libdevice|tl_math|tl)\.(?:exp|exp2|tanh|erf))\(")
+
+
+def count_activations_ahead(source: str) -> int:
+    """Activation calls in the reduction loop's body (indented deeper than the kernel's top level; an activation
+    after the loop, a pair's SiLU on its products, is computed once per row and not counted)."""
+    body = re.split(r"\n    for r0_offset in ", source, maxsplit=1)
+    if len(body) < 2:
+        return 0
+    loop = re.split(r"\n    (?=\S)", body[1], maxsplit=1)[0]
+    return len(_ACTIVATIONS.findall(loop))
+
+
+def describe(kernel: Any, source: str | None = None) -> GemvKernel | None:
     """The GEMV a ``TritonKernel`` computes, or None when it is anything else (a pointwise kernel, a persistent or
-    cooperative reduction, a reduction that is not a decomposed GEMM's sum, sizes that are not static)."""
+    cooperative reduction, a reduction that is not a decomposed GEMM's sum, sizes that are not static). With the
+    kernel's generated ``source``, its ``vector_loads`` too."""
     if not getattr(kernel, "inside_reduction", False) or getattr(kernel, "persistent_reduction", True):
         return None
     if getattr(kernel, "cooperative_reduction", False) or set(kernel.numels) != {"x", "r0_"}:
@@ -224,7 +274,9 @@ def describe(kernel: Any) -> GemvKernel | None:
         dtypes.update(str(o.meta["val"].dtype).removeprefix("torch.") for o in gemm_sums if "val" in o.meta)
     if not sums or len(dtypes) != 1:
         return None
-    return GemvKernel(n, k, dtypes.pop(), len(sums))
+    if not source:
+        return GemvKernel(n, k, dtypes.pop(), len(sums))
+    return GemvKernel(n, k, dtypes.pop(), len(sums), count_vector_loads(source), count_activations_ahead(source) > 0)
 
 
 _HEURISTIC = re.compile(r"@triton_heuristics\.reduction\(\s*size_hints=[^\n]*\n\s*reduction_hint=[^\n]*\n")
@@ -246,11 +298,13 @@ def with_configs(source: str, configs: Sequence[Config]) -> str | None:
 
 
 _STATS = {"gemv_kernels_fixed": 0, "gemv_kernels_default": 0}
+_CHOSEN: list[str] = []
 
 
-def fixed_count() -> dict[str, int]:
-    """GEMV kernels given table blocks / left at Inductor's default in this process (reported by the zoo)."""
-    return dict(_STATS)
+def fixed_count() -> dict[str, Any]:
+    """GEMV kernels given table blocks / left at Inductor's default in this process, and each kernel's decision
+    (``2048x5632 bfloat16 w1 v2 -> X8_R256_w8``; reported by the zoo beside the kernel census)."""
+    return {**_STATS, "gemv_kernels": list(_CHOSEN)}
 
 
 @contextlib.contextmanager
@@ -264,14 +318,18 @@ def gemv_blocks(choose: Callable[[GemvKernel], Sequence[Config] | None]) -> Iter
         def codegen_kernel(self: Any, name: Any = None) -> str:
             source = original(self, name)
             try:
-                kernel = describe(self)
+                kernel = describe(self, source)
             except Exception as exc:  # noqa: BLE001 - an Inductor internals change must not break the compile
                 log.debug("gemm-predictor: GEMV kernel not recognised (%s)", exc)
                 return source
             if kernel is None:
                 return source
-            new = with_configs(source, choose(kernel) or ())
+            configs = choose(kernel) or ()
+            new = with_configs(source, configs)
             _STATS["gemv_kernels_fixed" if new else "gemv_kernels_default"] += 1
+            _CHOSEN.append(f"{kernel.n}x{kernel.k} {kernel.dtype} w{kernel.weights} v{kernel.vector_loads}"
+                           f"{' act' if kernel.activation_ahead else ''} -> "
+                           + (",".join(config_name(c) for c in configs) if new else "default"))
             return new or source
         return codegen_kernel
 
