@@ -258,3 +258,33 @@ def test_tuned_mode_hands_inductor_the_tables_top_k_configs_best_first(monkeypat
     finally:
         while compiling.installing._STACK:
             predictor.uninstall()
+
+
+def test_a_table_without_a_form_borrows_that_forms_labels_from_its_architecture_sibling():
+    own = [_row(2048, 2048, 1, {"X1_R1024_w8": 9.0}), _row(5632, 2048, 2, {"X1_R1024_w8": 20.0})]
+    sibling = [_row(2048, 2048, 1, {"X8_R256_w8": 1.0}),  # a form own has: never taken in place of own's
+               {**_row(2048, 5632, 1, {"X8_R256_w8": 11.0}), "vector_loads": 2, "activation_ahead": True},
+               {**_row(32000, 2048, 1, {"X2_R512_w8": 50.0}), "vector_loads": 2}]
+    merged = gb.with_borrowed_forms(own, [sibling])
+    assert merged == [*own, sibling[1], sibling[2]]
+    assert gb.with_borrowed_forms(own, []) == own
+
+
+def test_the_sibling_table_of_the_same_architecture_is_found_and_merged(tmp_path, monkeypatch):
+    folder = tmp_path / gb.TABLE_FOLDER
+    folder.mkdir()
+    plain = {"n": 2048, "k": 2048, "dtype": "bfloat16", "weights": 1, "times": {"X1_R1024_w8": 9.0}}
+    norm = {**plain, "vector_loads": 2, "times": {"X2_R512_w8": 8.0}}
+    (folder / "nvidia-h200.json").write_text(json.dumps({"cc": "9.0", "problems": [plain]}))
+    (folder / "nvidia-h100.json").write_text(json.dumps({"cc": "9.0", "problems": [norm]}))
+    assert gb.table_path("", [tmp_path], "9.0", skip=folder / "nvidia-h200.json") == folder / "nvidia-h100.json"
+    rows, digest = gb._table("NVIDIA H200", "9.0", (str(tmp_path),))
+    assert list(rows) == [plain, norm] and digest
+    monkeypatch.setattr(gb, "table_for_this_gpu", lambda: rows)
+    assert gb.knows_fused_forms()
+    from predictor.runtime import gemv
+
+    assert gemv.runtime_rule(151936, 1536, "float16", "col")  # a vocabulary head: every width with forms known
+    monkeypatch.setattr(gb, "table_for_this_gpu", lambda: [plain])
+    assert not gb.knows_fused_forms() and not gemv.runtime_rule(151936, 1536, "float16", "col")
+    assert gemv.runtime_rule(4096, 4096, "bfloat16", "col") and not gemv.runtime_rule(4096, 4096, "bfloat16", "row")

@@ -6,11 +6,12 @@ The table (``predictor.runtime.gemv_blocks``) holds each labelled problem's bloc
 GEMV kernel takes the config that did best on the nearest labelled problems (same number of fused GEMVs, an
 activation ahead or not, nearest number of vector loads -- the work fused ahead --, log2 distance in n and k; one
 problem for a plain single GEMV, three otherwise: ``gemv_blocks.neighbours``). Which
-GEMVs become reductions at all is the width rule (``gemv.takes_reduction``). Evaluated leaving one model group
+GEMVs become reductions at all is ``gemv.runtime_rule``: every column-major GEMV where the table has labels of work
+fused ahead, else the width rule. Evaluated leaving one model group
 (``family_tag``) out: the table is built from the other groups and the held-out problems are scored. oracle@1 per
 problem = the fastest measured candidate / the time of the chosen one, geomean over problems.
 
-Columns: ``table (held out)``, what ``predictor.compile`` runs (the width rule, table blocks); ``table at every
+Columns: ``table (held out)``, what ``predictor.compile`` runs (``runtime_rule``, table blocks); ``table at every
 width``, the reduction with table blocks for every GEMV, and the same blind to the work fused ahead (``forms
 ignored``: every kernel matched as if it loaded the vector alone), choosing from the nearest problem only or from the
 three nearest (what ``neighbours`` was chosen on); baselines ``cublas-only`` (plain ``torch.compile``),
@@ -29,7 +30,7 @@ import pandas as pd
 
 from predictor.offline.gemv_eval import read_labels
 from predictor.runtime.gemv import takes_reduction
-from predictor.runtime.gemv_blocks import GemvKernel, ranked_configs
+from predictor.runtime.gemv_blocks import GemvKernel, form_of, ranked_configs
 
 KIND = "gemv_block_labels"
 ATEN, DEFAULT = "aten/plain", "gemv/reduction"
@@ -76,7 +77,8 @@ def _chosen_time(problem: Any, table: list[dict[str, Any]], count: int | None = 
     e.g. 1 to score a table blind to the work fused ahead). NaN where that choice's time was not measured on a
     footing comparable with the block configs (cuBLAS or the default blocks of a function with work fused ahead)."""
     whole = problem.form == "plain"  # only there do cuBLAS and the default time the GEMV kernel alone
-    if not every_width and not takes_reduction(problem.n, problem.k, problem.dtype, "col"):
+    knows_forms = any(form_of(r)[1] > 1 for r in table)  # the runtime's rule then takes every width
+    if not takes_reduction(problem.n, problem.k, problem.dtype, "col", every_width or knows_forms):
         return problem.aten_us if whole else np.nan
     blind = vector_loads is not None  # scored as if nothing were fused ahead
     kernel = GemvKernel(problem.n, problem.k, problem.dtype, problem.weights,

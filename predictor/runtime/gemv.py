@@ -5,7 +5,8 @@ cuBLAS's GEMV path reaches less of it than a Triton reduction over K does, and t
 bias and the following pointwise ops (batch-1 LLM decode: docs/GEMV.md). Inductor has the reduction form (its
 ``mm`` decomposition, ``torch/_inductor/decomposition.py``) but only under ``coordinate_descent_tuning``, which
 also tunes every other kernel of the graph (4-5x plain's compile). Here the decision is made per GEMM, at trace
-time, from ``takes_reduction`` (a threshold fitted on ``datasets/nvidia-h200/GEMV.md``), and the reduction's blocks
+time, from ``runtime_rule`` (every column-major GEMV where the block table knows what is fused ahead, else a width
+threshold fitted on ``datasets/nvidia-h200/GEMV.md``), and the reduction's blocks
 come from the GEMV block table of this GPU (``gemv_blocks.py``): nothing is searched at compile time.
 
 The rule needs M statically known to be 1. Under ``dynamic=True`` a batch of 1 still gets it: Dynamo specialises
@@ -21,21 +22,29 @@ from typing import Any, Callable
 
 from .table_patch import wrapped_entries
 
-# Where the labels say the reduction pays (datasets/nvidia-h200/GEMV.md, gemm-predictor gemv-eval):
-# a column-major weight (F.linear's, K contiguous per output) with at most MAX_N outputs. Wider heads (vocabulary
-# projections) and row-major weights run slower under Inductor's default reduction blocks than under cuBLAS.
+# Where the labels say the reduction pays under Inductor's default blocks (datasets/nvidia-h200/GEMV.md, gemm-predictor
+# gemv-eval): a column-major weight (F.linear's, K contiguous per output) with at most MAX_N outputs. Wider heads
+# (vocabulary projections) and row-major weights run slower there than under cuBLAS.
 MAX_N = 6144
 DTYPES = ("float16", "bfloat16", "float32")
 DEVICES = ("cuda",)  # Inductor's mm decomposition has the reduction form for GPUs only
 
 
-def takes_reduction(n: int, k: int, dtype: str, layout_b: str) -> bool:
+def takes_reduction(n: int, k: int, dtype: str, layout_b: str, every_width: bool = False) -> bool:
     """Whether a one-row GEMM with an (n, k) weight runs as a Triton reduction rather than cuBLAS's GEMV: column-major
-    weights (F.linear's) with at most ``MAX_N`` outputs. With the GEMV block table the reduction beats cuBLAS in
-    isolation at every width (``datasets/nvidia-h200/GEMV_BLOCKS.md``), but in whole models a vocabulary head fused
-    with the final norm ran 1.5x slower under the table's blocks than as a template or cuBLAS (batch-1 Qwen2 0.85x
-    on the H200; docs/GEMV.md), so the width threshold stays."""
-    return dtype in DTYPES and layout_b == "col" and n <= MAX_N
+    weights (F.linear's) with at most ``MAX_N`` outputs, or at every width (``every_width``) where the GPU's block
+    table has labels of GEMVs with work fused ahead. With the table the reduction beats cuBLAS at every width
+    (``datasets/<gpu>/GEMV_BLOCKS.md``); without labels of what is fused ahead, a vocabulary head fused with the
+    final norm took a plain GEMV's blocks and ran 1.5x slower than as a template (batch-1 Qwen2 on the H200,
+    docs/GEMV.md)."""
+    return dtype in DTYPES and layout_b == "col" and (every_width or n <= MAX_N)
+
+
+def runtime_rule(n: int, k: int, dtype: str, layout_b: str) -> bool:
+    """``takes_reduction`` as the hook applies it: at every width when this GPU's table knows the fused forms."""
+    from .gemv_blocks import knows_fused_forms
+
+    return takes_reduction(n, k, dtype, layout_b, every_width=knows_fused_forms())
 
 
 def _static_one(size: Any) -> bool:
@@ -67,7 +76,7 @@ def _reduction(a: Any, b: Any) -> Any:
     return (a.unsqueeze(2) * b.unsqueeze(0)).sum(dim=1)
 
 
-_RULE: list[Callable[[int, int, str, str], bool]] = [takes_reduction]
+_RULE: list[Callable[[int, int, str, str], bool]] = [runtime_rule]
 
 
 def _wants(a: Any, b: Any) -> bool:
@@ -111,7 +120,7 @@ def gemv_count() -> int:
 @contextlib.contextmanager
 def gemv_as_reduction(rule: Callable[[int, int, str, str], bool] | None = None) -> Iterator[None]:
     """While active, Inductor's ``mm``/``addmm`` decompositions turn each GEMV that ``rule(n, k, dtype, layout_b)``
-    takes (default: ``takes_reduction``) into the reduction form and leave every other GEMM to the original
+    takes (default: ``runtime_rule``) into the reduction form and leave every other GEMM to the original
     decomposition. The tables are restored on exit, also on an error. (The GEMV collector passes a rule that takes
     every GEMV.)"""
     import torch
@@ -124,7 +133,7 @@ def gemv_as_reduction(rule: Callable[[int, int, str, str], bool] | None = None) 
     copy = getattr(decomposition, "fast_random_decomps", None)
     if callable(copy):
         tables.append(copy())
-    _RULE.append(rule or takes_reduction)
+    _RULE.append(rule or runtime_rule)
     try:
         with wrapped_entries(tables, wrappers, lambda op, original: wrappers[op](original), "predictor_gemv"):
             yield

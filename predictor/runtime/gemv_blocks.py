@@ -95,13 +95,14 @@ def _itemsize(dtype: str) -> int:
 
 # --- the table ---------------------------------------------------------------------------------------------------
 
-def table_path(gpu_name: str, roots: Sequence[Path], capability: str | None = None) -> Path | None:
+def table_path(gpu_name: str, roots: Sequence[Path], capability: str | None = None,
+               skip: Path | None = None) -> Path | None:
     """``<root>/gemv-blocks/<gpu slug>.json`` for the first root that has one; else, given ``capability``
     ("9.0"), a table made on another GPU of that architecture (an H100 takes the H200's: the same SM, the blocks
-    that win are bandwidth-bound alike)."""
+    that win are bandwidth-bound alike). ``skip``: a table not to return (to find a sibling of it)."""
     slug = re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
-    tables = [t for root in roots for t in sorted((Path(root) / TABLE_FOLDER).glob("*.json"))]
-    for candidate in tables:
+    tables = [t for root in roots for t in sorted((Path(root) / TABLE_FOLDER).glob("*.json")) if t != skip]
+    for candidate in tables if slug else ():
         if slug.startswith(candidate.stem):  # "nvidia-h100-80gb-hbm3" uses nvidia-h100.json
             return candidate
     for candidate in tables if capability else ():
@@ -176,20 +177,46 @@ def choose_from_table(kernel: GemvKernel, rows: Sequence[dict[str, Any]], top: i
     return [parse_config_name(name) for name in ranked_configs(kernel, rows)[:top]] or None
 
 
+def form_of(row: dict[str, Any]) -> tuple[int, int, bool]:
+    """(weights, vector_loads, activation_ahead): which kind of GEMV kernel a labelled problem is."""
+    kernel = _problem(row)
+    return kernel.weights, kernel.vector_loads, kernel.activation_ahead
+
+
+def with_borrowed_forms(own: Sequence[dict[str, Any]], others: Sequence[Sequence[dict[str, Any]]]
+                        ) -> list[dict[str, Any]]:
+    """``own`` plus the rows of ``others`` (tables of GPUs of the same architecture) whose form ``own`` has no
+    label of: a GPU whose labels predate a form takes that form's blocks from its sibling, never in place of its
+    own."""
+    known = {form_of(r) for r in own}
+    borrowed = [r for table in others for r in table if form_of(r) not in known]
+    return [*own, *borrowed]
+
+
 @functools.lru_cache(maxsize=None)
 def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tuple[dict[str, Any], ...], str | None]:
-    """(rows, digest) of the table for this GPU, read once per process."""
+    """(rows, digest) of the table for this GPU, read once per process, with the forms it lacks from the tables
+    of the same architecture (``with_borrowed_forms``)."""
     import hashlib
 
-    path = table_path(gpu_name, [Path(r) for r in roots], capability)
+    folders = [Path(r) for r in roots]
+    path = table_path(gpu_name, folders, capability)
     if path is None:
         return (), None
+    siblings = [t for t in (table_path("", folders, capability, skip=path),) if t is not None]
     try:
-        rows = tuple(read_table(path))
+        own, others = read_table(path), [read_table(t) for t in siblings]
     except ValueError as exc:
         log.warning("gemm-predictor: %s; GEMVs keep Inductor's default blocks", exc)
         return (), None
-    return rows, hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256(b"".join(t.read_bytes() for t in (path, *siblings))).hexdigest()[:16]
+    return tuple(with_borrowed_forms(own, others)), digest
+
+
+def knows_fused_forms() -> bool:
+    """Whether this GPU's table has labels of GEMVs with work fused ahead (then every column-major GEMV takes the
+    reduction, whatever its width: ``gemv.takes_reduction``)."""
+    return any(form_of(r)[1] > 1 for r in table_for_this_gpu())
 
 
 def _this_gpus_table() -> tuple[tuple[dict[str, Any], ...], str | None]:
