@@ -8,8 +8,10 @@ in the forms Inductor generates inside a decoder (``form``):
 - ``plain``: ``x @ w`` (the attention output projection);
 - ``silu_mul``: ``(silu(g) * u) @ w``, SiLU-and-multiply fused ahead of the GEMV (the MLP's down projection);
 - ``norm``: ``rmsnorm(h) @ w``, the norm's scaling fused ahead (q, k/v, a fused gate-up weight, the vocabulary head);
+- ``add_norm``: ``rmsnorm(h + r) @ w``, the residual add and the norm ahead (a layer's first projections, the head
+  after the final norm);
 - ``pair``: ``silu(x @ g) * (x @ u)``, the gate and up projections as one kernel of two GEMVs;
-- ``norm_pair``: the pair after the norm.
+- ``norm_pair``, ``add_norm_pair``: the pair after the norm, with or without the residual add.
 
 The work fused ahead is redone by every program, so it moves the winning blocks; the kernel's ``vector_loads``
 (``predictor.runtime.gemv_blocks.count_vector_loads``: 1 for plain and pair, 2 with SiLU-and-multiply or a norm)
@@ -52,8 +54,10 @@ FORMS = {  # form -> (source of the function, number of GEMVs in its kernel)
     "plain": ("lambda x, w: x @ w", 1),
     "silu_mul": ("lambda g, u, w: (F.silu(g) * u) @ w", 1),
     "norm": ("lambda h, s, w: rms(h, s) @ w", 1),
+    "add_norm": ("lambda h, r, s, w: rms(h + r, s) @ w", 1),
     "pair": ("lambda x, g, u: F.silu(x @ g) * (x @ u)", 2),
     "norm_pair": ("lambda h, s, g, u: F.silu(rms(h, s) @ g) * (rms(h, s) @ u)", 2),
+    "add_norm_pair": ("lambda h, r, s, g, u: F.silu(rms(h + r, s) @ g) * (rms(h + r, s) @ u)", 2),
 }
 
 
@@ -68,7 +72,7 @@ def _rms(h: Any, scale: Any) -> Any:
 def corpus() -> list[dict[str, Any]]:
     """Each model's first dtype, column-major weights: every projection as a plain GEMV, the down projection after
     SiLU-and-multiply, the projections that follow a norm (q, k/v, the head; Phi-3's fused gate-up) after it, and
-    the gate-up pair alone and after the norm."""
+    the gate-up pair alone and after the norm; the forms after the norm also with the residual add ahead."""
     rows = []
     for group, shapes in _MODELS.items():
         dtype = next(d for d, layout in _VARIANTS[group] if layout == "col")
@@ -85,9 +89,11 @@ def corpus() -> list[dict[str, Any]]:
             add("silu_mul", *down)
         for n, k in (q, kv, head, *([gate_up] if group == "phi3-mini" else [])):
             add("norm", n, k)
+            add("add_norm", n, k)
         if group not in ("phi3-mini", "gpt2"):  # these fuse gate-up in one weight / have none
             add("pair", gate_up[0], hidden)
             add("norm_pair", gate_up[0], hidden)
+            add("add_norm_pair", gate_up[0], hidden)
     return rows
 
 
@@ -103,9 +109,9 @@ def _operands(p: dict[str, Any]) -> list[Any]:
 
     dtype = getattr(torch, p["dtype"])
     vector = [torch.randn(1, p["k"], device="cuda", dtype=dtype)]
-    if p["form"] == "silu_mul":
+    if p["form"] in ("silu_mul", "add_norm", "add_norm_pair"):  # the up output / the residual
         vector.append(torch.randn(1, p["k"], device="cuda", dtype=dtype))
-    elif p["form"] in ("norm", "norm_pair"):
+    if "norm" in p["form"]:
         vector.append(1 + 0.1 * torch.randn(p["k"], device="cuda", dtype=dtype))  # the norm's scale
     weights = [(torch.randn(p["n"], p["k"], device="cuda", dtype=dtype) / p["k"] ** 0.5).t()
                for _ in range(p["weights"])]

@@ -161,10 +161,12 @@ def test_collector_corpus_covers_every_form_and_keeps_the_first_problem_ids():
     assert {p["form"] for p in problems} == set(collector.FORMS)
     assert all(p["k"] >= gb.MIN_K and p["weights"] == collector.FORMS[p["form"]][1] for p in problems)
     ops = {collector.problem_op(p) for p in problems}
-    assert {"mm-x1", "mm-x2", "mm-x1-silu_mul", "mm-x1-norm", "mm-x2-norm_pair"} == ops
+    assert {"mm-x1", "mm-x2", "mm-x1-silu_mul", "mm-x1-norm", "mm-x1-add_norm", "mm-x2-norm_pair",
+            "mm-x2-add_norm_pair"} == ops
     tiny = [p for p in problems if p["family_tag"] == "gemv:tinyllama-1.1b"]
     assert {(p["form"], p["n"], p["k"]) for p in tiny} >= {("silu_mul", 2048, 5632), ("norm", 2048, 2048),
-                                                           ("norm_pair", 5632, 2048), ("norm", 32000, 2048)}
+                                                           ("norm_pair", 5632, 2048), ("norm", 32000, 2048),
+                                                           ("add_norm", 32000, 2048)}
 
 
 def test_shipped_table_reads_and_fits_its_gpu_and_architecture():
