@@ -56,6 +56,13 @@ def test_report_compares_hook_dynamic_with_the_best_peer_at_each_size():
     records = [rec("plain-dynamic", 1, 1.0), rec("plain-dynamic", 8, 2.0), rec("ma-static", 1, 0.5, 30.0),
                rec("ma-static", 8, 2.5, 30.0), rec("hook-dynamic", 1, 0.8, 12.0), rec("hook-dynamic", 8, 1.6, 12.0)]
     t = report.table(records)[("tiny", "decode")]
-    assert t["vs_best"] == {1: 0.5 / 0.8, 8: 2.0 / 1.6} and t["vs_plain"] == {1: 1.0 / 0.8, 8: 2.0 / 1.6}
+    assert t["vs_best"] == {"hook-dynamic": {1: 0.5 / 0.8, 8: 2.0 / 1.6}}
+    assert t["vs_plain"] == {"hook-dynamic": {1: 1.0 / 0.8, 8: 2.0 / 1.6}}
     assert t["compile"] == {"plain-dynamic": 10.0, "ma-static": 60.0, "hook-dynamic": 12.0}  # static: one per size
-    assert "compile vs plain-dynamic 1.20x" in report.markdown(records)
+    assert "`hook-dynamic`: geomean over sizes vs plain-dynamic 1.250; worst vs the best peer 0.625; compile vs " \
+           "plain-dynamic 1.20x" in report.markdown(records)
+    # the per-range mode is compared the same way, beside the default
+    ranged = records + [rec("hook-ranges-dynamic", 1, 0.5, 14.0), rec("hook-ranges-dynamic", 8, 2.0, 14.0)]
+    t = report.table(ranged)[("tiny", "decode")]
+    assert t["vs_best"]["hook-ranges-dynamic"] == {1: 1.0, 8: 1.0}
+    assert "`hook-ranges-dynamic`: geomean over sizes vs plain-dynamic 1.414" in report.markdown(ranged)

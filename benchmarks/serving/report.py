@@ -1,5 +1,6 @@
 """results.md and step_vs_size.png from serving records: per model and phase, each mode's step time at every size,
-``hook-dynamic`` against the best of the four stock peers at that size and against ``plain-dynamic``."""
+each of the product's modes (``HOOKS``) against the best of the four stock peers at that size and against
+``plain-dynamic``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from . import models
 
 PEERS = ("plain-dynamic", "plain-static", "ma-static", "ma-dynamic")
-HOOK = "hook-dynamic"
+HOOKS = ("hook-dynamic", "hook-ranges-dynamic")  # the default, and one kernel per range of M (size_ranges)
 
 
 def _geomean(values: list[float]) -> float | None:
@@ -19,7 +20,7 @@ def _geomean(values: list[float]) -> float | None:
 
 def table(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     """(model, phase) -> {"steps": {mode: {size: ms}}, "compile": {mode: s}, "recompiles": {mode: n}, "sizes": [...],
-    "vs_best": {size: ratio}, "vs_plain": {size: ratio}} over the ok records."""
+    "vs_best": {hook mode: {size: ratio}}, "vs_plain": {hook mode: {size: ratio}}} over the ok records."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for r in records:
         t = out.setdefault((r["model"], r["phase"]), {"steps": {}, "compile": {}, "recompiles": {}, "sizes": set()})
@@ -32,14 +33,15 @@ def table(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]
         t["recompiles"][r["mode"]] = max(t["recompiles"].get(r["mode"], 0), r.get("recompiles") or 0)
     for t in out.values():
         t["sizes"] = sorted(t["sizes"])
-        hook = t["steps"].get(HOOK, {})
         t["vs_best"], t["vs_plain"] = {}, {}
-        for size, ms in hook.items():
-            peers = [t["steps"][m][size] for m in PEERS if size in t["steps"].get(m, {})]
-            if peers:
-                t["vs_best"][size] = min(peers) / ms
-            if size in t["steps"].get("plain-dynamic", {}):
-                t["vs_plain"][size] = t["steps"]["plain-dynamic"][size] / ms
+        for hook in [h for h in HOOKS if h in t["steps"]]:
+            best, plain = t["vs_best"].setdefault(hook, {}), t["vs_plain"].setdefault(hook, {})
+            for size, ms in t["steps"][hook].items():
+                peers = [t["steps"][m][size] for m in PEERS if size in t["steps"].get(m, {})]
+                if peers:
+                    best[size] = min(peers) / ms
+                if size in t["steps"].get("plain-dynamic", {}):
+                    plain[size] = t["steps"]["plain-dynamic"][size] / ms
     return out
 
 
@@ -47,28 +49,34 @@ def markdown(records: list[dict[str, Any]]) -> str:
     gpus = sorted({str(r.get("gpu")) for r in records if r.get("gpu")}) or ["-"]
     torch_versions = sorted({str(r.get("torch")) for r in records if r.get("torch")}) or ["-"]
     lines = ["# Serving: one compile for every size", "", f"GPU {', '.join(gpus)} · torch {', '.join(torch_versions)}",
-             "", "Step time in ms by one CUDA-graph replay per size (lower is better); `hook-dynamic` vs best = the best "
-             f"of {', '.join(PEERS)} at that size / `hook-dynamic` (higher is better). Compile: dynamic modes, the one "
+             "", "Step time in ms by one CUDA-graph replay per size (lower is better); `hook-...` vs best = the best "
+             f"of {', '.join(PEERS)} at that size / the hook mode's (higher is better). Compile: dynamic modes, the one "
              "graph's whole compile over every size; static modes, the sum of one compile per size.", ""]
     for (model, phase), t in table(records).items():
         modes = [m for m in models.MODES if m in t["steps"]]
+        hooks = list(t["vs_best"])
         lines += [f"## {model}, {phase}", "", models.get(model).description if model in models.REGISTRY else "", "",
-                  "| size | " + " | ".join(f"`{m}`" for m in modes) + " | hook vs best | hook vs plain-dynamic |",
-                  "|---|" + "---|" * (len(modes) + 2)]
+                  "| size | " + " | ".join(f"`{m}`" for m in modes)
+                  + "".join(f" | `{h}` vs best | `{h}` vs plain-dynamic" for h in hooks) + " |",
+                  "|---|" + "---|" * (len(modes) + 2 * len(hooks))]
         fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
         for size in t["sizes"]:
             cells = [fmt(t["steps"][m].get(size)) for m in modes]
-            cells += [fmt(t["vs_best"].get(size)), fmt(t["vs_plain"].get(size))]
+            for h in hooks:
+                cells += [fmt(t["vs_best"][h].get(size)), fmt(t["vs_plain"][h].get(size))]
             lines.append(f"| {size} | " + " | ".join(cells) + " |")
-        geo_plain, worst = _geomean(list(t["vs_plain"].values())), min(t["vs_best"].values(), default=None)
-        compile_ratio = (t["compile"][HOOK] / t["compile"]["plain-dynamic"]
-                         if HOOK in t["compile"] and t["compile"].get("plain-dynamic") else None)
         lines += ["", "| mode | compile s | recompiles |", "|---|---|---|"]
         lines += [f"| `{m}` | {t['compile'][m]:.1f} | {t['recompiles'].get(m, 0)} |" for m in modes if m in t["compile"]]
-        lines += ["", f"`hook-dynamic`: geomean over sizes vs plain-dynamic "
-                  f"{'-' if geo_plain is None else f'{geo_plain:.3f}'}; worst vs the best peer "
-                  f"{'-' if worst is None else f'{worst:.3f}'}; compile vs plain-dynamic "
-                  f"{'-' if compile_ratio is None else f'{compile_ratio:.2f}x'}.", ""]
+        lines.append("")
+        for h in hooks:
+            geo_plain, worst = _geomean(list(t["vs_plain"][h].values())), min(t["vs_best"][h].values(), default=None)
+            compile_ratio = (t["compile"][h] / t["compile"]["plain-dynamic"]
+                             if h in t["compile"] and t["compile"].get("plain-dynamic") else None)
+            lines.append(f"`{h}`: geomean over sizes vs plain-dynamic "
+                         f"{'-' if geo_plain is None else f'{geo_plain:.3f}'}; worst vs the best peer "
+                         f"{'-' if worst is None else f'{worst:.3f}'}; compile vs plain-dynamic "
+                         f"{'-' if compile_ratio is None else f'{compile_ratio:.2f}x'}.")
+        lines.append("")
     failed = [r for r in records if r.get("status") != "ok"]
     if failed:
         lines += ["## Not ok", ""] + [f"- {r['model']} {r['phase']} {r['mode']} size {r['size']}: {r.get('status')} "

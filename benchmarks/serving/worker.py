@@ -39,8 +39,10 @@ def _compiler(mode: str) -> tuple[Callable[[torch.nn.Module], Callable], bool]:
         return (lambda m: torch.compile(m, mode="max-autotune-no-cudagraphs", dynamic=dynamic)), dynamic
     import predictor
 
-    # no CUDA graph trees: each size is timed inside one outer CUDA graph of its own, like the peers
-    return (lambda m: predictor.compile(m, dynamic=dynamic, cudagraphs=False)), dynamic
+    # no CUDA graph trees: each size is timed inside one outer CUDA graph of its own, like the peers;
+    # hook-ranges-dynamic: one kernel per range of M (predictor.runtime.size_ranges)
+    ranges = mode.startswith("hook-ranges")
+    return (lambda m: predictor.compile(m, dynamic=dynamic, cudagraphs=False, size_ranges=ranges)), dynamic
 
 
 def _graphs_compiled() -> int:

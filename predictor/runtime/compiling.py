@@ -38,6 +38,7 @@ from .gemv_blocks import GemvKernel, choose_from_table
 from .grouped_mm import grouped_mm_decided
 from .policy import DECIDE_MIN_GAP
 from .settings import HookSettings
+from .size_ranges import size_ranges
 from .table_patch import wrapped_attribute
 
 # Inductor options predictor.compile passes to torch.compile (a user's ``options`` win over these).
@@ -97,7 +98,7 @@ def _capture_aware_cudagraphify() -> Iterator[None]:
 
 
 def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
-                      on_training_graph: Callable[[], None] | None = None) -> Any:
+                      on_training_graph: Callable[[], None] | None = None, by_size_range: bool = False) -> Any:
     """torch.compile's own Inductor backend object with ``options``, deciding CUDA graph trees per graph.
 
     A subclass of ``torch._TorchCompileInductorWrapper`` (what ``torch.compile`` builds for ``backend="inductor"``)
@@ -115,8 +116,9 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
             patches = {**self.config, **(kwargs.get("config_patches") or {}), "triton.cudagraphs": trees}
             # compile_fx re-applies config_patches around the backward pass, which is compiled later, lazily;
             # lowerings and decompositions apply to the forward graph traced here (the backward is traced with it)
+            ranges = size_ranges() if by_size_range else contextlib.nullcontext()
             with convolutions_as_plain(), grouped_mm_decided(), gemv_as_reduction(), gemv_blocks.gemv_blocks(gemv_choice()), \
-                    _capture_aware_cudagraphify():
+                    ranges, _capture_aware_cudagraphify():
                 return compile_fx(model_, inputs_, config_patches=patches)
 
     return PredictorInductor(None, {**options, "triton.cudagraphs": cudagraphs is not False}, None)
@@ -133,7 +135,7 @@ def gemv_choice() -> Callable[[GemvKernel], Any]:
 
 def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
             decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten", tune: int | None = None,
-            options: dict[str, Any] | None = None, **torch_compile_kwargs: Any) -> Any:
+            options: dict[str, Any] | None = None, size_ranges: bool = False, **torch_compile_kwargs: Any) -> Any:
     """``torch.compile(model)`` with gemm-predictor choosing every GEMM's kernel; compile time at plain's level.
 
     ``cudagraphs``: CUDA graph trees (``triton.cudagraphs``, what ``mode="reduce-overhead"`` turns on): ``True``
@@ -150,6 +152,9 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     max-autotune). ``tune``: benchmark the model's top ``tune`` kernels per GEMM (and cuBLAS), and the GEMV block
     table's top ``tune`` configs per GEMV kernel, in Inductor's own benchmark instead of deciding alone: a longer
     compile for users who accept one.
+    ``size_ranges``: under ``dynamic=True``, each GEMM whose M is symbolic gets one kernel per range of M (2-16,
+    17-64, 65-256; cuBLAS above), chosen by the model and dispatched on the actual M (``runtime.size_ranges``;
+    such graphs run without CUDA graph trees). Off by default: not yet timed on a GPU.
     ``options``: extra Inductor options, applied over the recommended ones. Anything else goes to ``torch.compile``
     (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).
 
@@ -159,8 +164,10 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
         if refused in torch_compile_kwargs:
             raise ValueError(f"predictor.compile sets its own Inductor backend and options; pass options=..., "
                              f"not {refused}=")
+    if not isinstance(size_ranges, bool):
+        raise ValueError(f"size_ranges must be True or False, got {size_ranges!r}")
     merged, cudagraphs = prepare(cudagraphs, predictor_model, decide_gap, fallback, tune, options)
-    return compile_without_hook(model, merged, cudagraphs, **torch_compile_kwargs)
+    return compile_without_hook(model, merged, cudagraphs, by_size_range=size_ranges, **torch_compile_kwargs)
 
 
 def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
@@ -183,7 +190,7 @@ def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | 
 
 
 def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool | str = True,
-                         **torch_compile_kwargs: Any) -> Any:
+                         by_size_range: bool = False, **torch_compile_kwargs: Any) -> Any:
     """What ``predictor.compile`` compiles with, the hook aside: Inductor with ``options``, CUDA graph trees decided
     per graph, and the accumulated-gradient guard on a module. Whatever chooses the GEMMs is the caller's (the
     installed hook, or a lookup table in ``collectors/in_program/collect.py``)."""
@@ -197,7 +204,7 @@ def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool |
         if not guarded and isinstance(compiled, torch.nn.Module):
             guarded.append(compiled.register_forward_pre_hook(AccumulatedGradGuard()))
 
-    compiled = torch.compile(model, backend=_inductor_backend(options, cudagraphs, guard_gradients),
+    compiled = torch.compile(model, backend=_inductor_backend(options, cudagraphs, guard_gradients, by_size_range),
                              **torch_compile_kwargs)
     return compiled
 

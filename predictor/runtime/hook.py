@@ -40,6 +40,7 @@ from .policy import (EXPLICIT_KIND_OPS, aten_alone_if_small, decide_gap_for, dec
                      out_of_training_range, trusted_kind, untrained_kind, with_aten_fallback, with_epilogue_templates)
 from ..problem import Problem
 from .settings import HookSettings
+from .size_ranges import range_m
 from .split_addmm import SplitAddmm
 
 log = logging.getLogger(__name__)
@@ -333,8 +334,10 @@ class GemmPruner:
 
     def may_pick_triton(self, problem: Problem, kernel_inputs: Any) -> bool:
         """Whether the decide policy may take a Triton kernel over cuBLAS for this GEMM: a kind of problem the model
-        has labels for, at static sizes (``policy.trusted_kind``, ``inductor_inputs._symbolic_sizes``)."""
-        return trusted_kind(self.metadata.get(RANGES_KEY), problem) and not _symbolic_sizes(kernel_inputs)
+        has labels for, at static sizes (``policy.trusted_kind``, ``inductor_inputs._symbolic_sizes``) or in one
+        range of a symbolic M (``size_ranges``: the kernel then runs only at sizes near the M it was judged at)."""
+        in_range = bool(range_m())  # PLAIN (0) above the last range: plain's choice
+        return trusted_kind(self.metadata.get(RANGES_KEY), problem) and (in_range or not _symbolic_sizes(kernel_inputs))
 
     def scores(self, problem: Problem, cands: list[Candidate], hints: list[int | None]) -> np.ndarray:
         """The ranker's scores, remembered per (problem, candidates, hints): a model's repeated layers and its

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..problem import DTYPE_BYTES, Problem
+from .size_ranges import range_m
 
 
 def _hints(exprs: Sequence[Any]) -> tuple[int, ...]:
@@ -76,7 +77,8 @@ def _operands_key(nodes: list[Any]) -> tuple | None:
 
 
 def problem_from_inputs(kernel_inputs: Any, op: str) -> Problem:
-    """The Problem as Inductor lowers it. ``align`` follows ``collectors.corpus.alignment``: the largest
+    """The Problem as Inductor lowers it (a symbolic M at the graph's size hint, or at the representative M of the
+    range being lowered: ``size_ranges.range_m``). ``align`` follows ``collectors.corpus.alignment``: the largest
     power of two <= 16 bytes dividing every non-unit operand stride, the output strides and the bases."""
     if hasattr(kernel_inputs, "mat1mat2"):
         mat1, mat2 = kernel_inputs.mat1mat2()
@@ -91,6 +93,8 @@ def problem_from_inputs(kernel_inputs: Any, op: str) -> Problem:
         raise ValueError(f"{op} operands of shapes {size_a} and {size_b} are not a (batched) GEMM")
     m, k = size_a[-2:]
     n = size_b[-1]
+    if op != "bmm" and range_m() and _symbolic_sizes(kernel_inputs):
+        m = range_m()  # lowered for one range of a symbolic M (size_ranges): judged at the range's M, not the hint
     b = size_a[0] if op == "bmm" else 1
     itemsize, out_size = DTYPE_BYTES.get(dtype, 1), DTYPE_BYTES.get(out_dtype, 4)
     strides = [s * itemsize for size, stride in ((size_a, stride_a), (size_b, stride_b))

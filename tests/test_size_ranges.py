@@ -1,0 +1,104 @@
+"""One compile for every size (``predictor.runtime.size_ranges``) on the CPU: a symbolic-M GEMM becomes a chain of
+ranges dispatched on the actual M, each range lowered once and judged at its own M, outputs right at every size.
+(On a GPU, with the hook choosing each range's kernel: tests/test_gpu_size_ranges.py.)"""
+
+from __future__ import annotations
+
+import re
+import types
+
+import pytest
+import sympy
+import torch
+from torch._inductor.utils import run_and_get_code
+
+import predictor
+from predictor.runtime import inductor_inputs
+from predictor.runtime import size_ranges as sr
+
+
+def test_each_range_is_judged_at_its_geometric_middle():
+    assert sr.BOUNDS == (16, 64, 256) and sr.REPRESENTATIVE == (6, 33, 129)
+    assert sr.representatives((8, 1024)) == (4, 96)
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16, bias=False)).eval()
+
+
+def test_a_symbolic_m_gemm_runs_the_kernel_of_its_range_and_plain_above_the_last():
+    torch._dynamo.reset()
+    model, seen = _mlp(), len(sr.lowered_ranges())
+    compiled = torch.compile(model, dynamic=True)
+    with torch.no_grad(), sr.size_ranges(devices=("cpu",)):
+        _, (code, *_) = run_and_get_code(compiled, torch.randn(300, 64))
+    # addmm and mm, each lowered once per range: the three ranges at their M, then plain's (0)
+    assert sr.lowered_ranges()[seen:] == [6, 33, 129, sr.PLAIN] * 2
+    bounds = sorted({int(b) for b in re.findall(r"if s\d+ <= (\d+):", code)})
+    assert bounds == [16, 64, 256]
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    with torch.no_grad():
+        for m in (2, 16, 17, 64, 65, 256, 257, 1000):  # every range, its edges, and beyond the last
+            x = torch.randn(m, 64)
+            torch.testing.assert_close(compiled(x), model(x))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs  # no recompile across the sizes
+
+
+def test_static_sizes_and_other_devices_keep_their_gemms():
+    torch._dynamo.reset()
+    model, count = _mlp(), sr.range_count()
+    with torch.no_grad(), sr.size_ranges(devices=("cpu",)):
+        _, (code, *_) = run_and_get_code(torch.compile(model, dynamic=False), torch.randn(300, 64))
+    assert sr.range_count() == count and " <= 16" not in code
+    torch._dynamo.reset()
+    with torch.no_grad(), sr.size_ranges():  # CUDA only by default: a CPU model is untouched
+        _, (code, *_) = run_and_get_code(torch.compile(model, dynamic=True), torch.randn(300, 64))
+    assert sr.range_count() == count and " <= 16" not in code
+
+
+def test_the_decompositions_are_restored_on_exit_and_on_an_error():
+    from torch._inductor import decomposition
+
+    before = decomposition.decompositions[torch.ops.aten.mm.default]
+    with pytest.raises(RuntimeError, match="boom"):
+        with sr.size_ranges(devices=("cpu",)):
+            assert decomposition.decompositions[torch.ops.aten.mm.default] is not before
+            raise RuntimeError("boom")
+    assert decomposition.decompositions[torch.ops.aten.mm.default] is before
+
+
+class _Node:
+    def __init__(self, size, stride):
+        self.size, self.stride = size, stride
+
+    def get_size(self):
+        return self.size
+
+    def get_stride(self):
+        return self.stride
+
+    def get_dtype(self):
+        return torch.bfloat16
+
+
+def test_the_hook_judges_a_ranged_gemm_at_the_ranges_m_not_the_graphs_hint(monkeypatch):
+    s0 = sympy.Symbol("s0", positive=True, integer=True)
+    hints = {s0: 300}
+    monkeypatch.setattr(inductor_inputs, "_hints",
+                        lambda exprs: tuple(int(hints.get(e, e)) if isinstance(e, sympy.Expr) else int(e)
+                                            for e in exprs))
+    inputs = types.SimpleNamespace(mat1mat2=lambda: (_Node([s0, 4096], [4096, 1]), _Node([4096, 1024], [1, 4096])))
+    assert inductor_inputs.problem_from_inputs(inputs, "mm").m == 300  # outside a range: the graph's hint
+    with sr.judged_at(33):
+        assert inductor_inputs.problem_from_inputs(inputs, "mm").m == 33
+    with sr.judged_at(sr.PLAIN):  # above the last range: plain's lowering, the hint as before
+        assert inductor_inputs.problem_from_inputs(inputs, "mm").m == 300
+    static = types.SimpleNamespace(mat1mat2=lambda: (_Node([8, 4096], [4096, 1]), _Node([4096, 1024], [1, 4096])))
+    with sr.judged_at(33):
+        assert inductor_inputs.problem_from_inputs(static, "mm").m == 8  # a static M is never replaced
+
+
+def test_size_ranges_must_be_a_bool():
+    with pytest.raises(ValueError, match="size_ranges must be True or False"):
+        predictor.compile(torch.nn.Linear(4, 4), dynamic=True, size_ranges="yes")
