@@ -156,6 +156,21 @@ def _add_gemv_fit(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _add_size_range_eval(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "size-range-eval",
+                    "one kernel per range of a symbolic M vs cuBLAS and per-size decisions, on a dataset's M-sweeps")
+    p.add_argument("dataset", help="a bulk dataset with M-sweep families (datasets/<gpu>/default.parquet)")
+    p.add_argument("--model", required=True, help="a model folder fit on a split (its held-out families are marked)")
+
+    def run(args: argparse.Namespace) -> int:
+        from .offline.size_range_eval import run as evaluate
+
+        print(evaluate(args.dataset, args.model))
+        return 0
+
+    p.set_defaults(func=run)
+
+
 def _add_report(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "report", "compare two evaluation results (metrics.json) side by side")
     p.add_argument("--compare", nargs=2, required=True, metavar=("A", "B"), help="two metrics.json files or report dirs")
@@ -210,6 +225,7 @@ def build_parser(plugins: Iterable[Callable[[argparse._SubParsersAction], None]]
     _add_report(sub)
     _add_gemv_eval(sub)
     _add_gemv_fit(sub)
+    _add_size_range_eval(sub)
     _add_export(sub)
     registered = set()
     for register in [*plugins, *_entry_point_plugins()]:

@@ -1066,10 +1066,48 @@ def test_quantized_gemms_never_take_triton_behind_cublas():
         dtype = {"int_mm": "int8", "scaled_mm_rowwise": "float8_e4m3fn", "scaled_mm_tensorwise": "float8_e4m3fn"}
         return Problem(op, m, 1024, k, dtype.get(op, "bfloat16"))
 
-    assert DECIDE_MIN_GAP < 0  # fp16/bf16/fp32: a near tie goes to Triton (measured in whole steps)
+    assert DECIDE_MIN_GAP < 0  # fp16/bf16: a near tie goes to Triton (measured in whole steps)
     assert decide_gap_for(problem("mm"), DECIDE_MIN_GAP) == DECIDE_MIN_GAP == decide_gap_for(problem("bmm"), DECIDE_MIN_GAP)
     for op in ("int_mm", "scaled_mm_rowwise", "scaled_mm_tensorwise"):
         assert decide_gap_for(problem(op), DECIDE_MIN_GAP) == 0.0 and decide_gap_for(problem(op), 2.0) == 2.0
+
+
+def test_float32_gemms_take_triton_only_where_the_model_favours_it():
+    from predictor.runtime.policy import DECIDE_MIN_GAP, FLOAT32_GAP, decide_gap_for, decide_one
+
+    fp32 = Problem("mm", 8, 3072, 768, "float32")
+    assert decide_gap_for(fp32, DECIDE_MIN_GAP) == FLOAT32_GAP == 0.0
+    assert decide_gap_for(fp32, 1.5) == 1.5  # a stricter gap given by the user stays
+    assert decide_gap_for(Problem("mm", 8, 3072, 768, "bfloat16"), DECIDE_MIN_GAP) == DECIDE_MIN_GAP
+    # attention's fp32 bmm keeps the margin (in whole steps Triton fused the softmax's work and won)
+    assert decide_gap_for(Problem("bmm", 128, 128, 64, "float32", b=12), DECIDE_MIN_GAP) == DECIDE_MIN_GAP
+    trailing = np.array([2.0, 1.0])  # Triton 1.0 behind cuBLAS: a near tie, taken for bf16, not for fp32
+    assert decide_one(trailing, [True, False], True, decide_gap_for(fp32, DECIDE_MIN_GAP)) == 0
+    assert decide_one(trailing, [True, False], True, DECIDE_MIN_GAP) == 1
+
+
+def test_the_float32_floor_keeps_cublas_where_the_labels_say_triton_trails_it():
+    """On the shipped H200 labels' held-out fp32 problems the floor lifts the decide policy's oracle (gap -2.5 picks
+    Triton favourites that trail cuBLAS in score and run slower than it)."""
+    from benchmarks.decide_gap import per_problem
+    from predictor.artifacts import load_model
+    from predictor.device import DeviceInfo
+    from predictor.offline.split import in_groups, recorded_test_groups
+    from predictor.runtime.policy import DECIDE_MIN_GAP, FLOAT32_GAP
+    from predictor.schema import read_dataset
+
+    root = Path(__file__).resolve().parents[1]
+    ranker, meta = load_model(root / "models" / "h200-default-lgbm")
+    rows = read_dataset(root / "datasets" / "nvidia-h200" / "default.parquet")
+    rows = rows[(rows.dtype == "float32") & in_groups(rows, recorded_test_groups(meta)) & (rows.status == "ok")]
+    rows = rows.reset_index(drop=True)
+    rows["score"] = ranker.score(rows, DeviceInfo.from_metadata(meta))
+    p = per_problem(rows)
+
+    def oracle(gap: float) -> float:
+        return float(np.exp(np.log(p.best_us / np.where(p.gap >= gap, p.time_us, p.time_us_aten)).mean()))
+
+    assert len(p) > 100 and oracle(FLOAT32_GAP) > oracle(DECIDE_MIN_GAP) + 0.02
 
 
 def test_few_rows_with_a_long_k_keep_cublas_unless_triton_clearly_leads():

@@ -32,6 +32,14 @@ DECIDE_MIN_GAP = -2.5
 QUANTIZED_OPS = ("int_mm", *SCALED_OPS)
 
 
+# float32 (TF32 off, Inductor's default) mm/addmm: the negative margin loses there in both sources. In whole steps
+# Triton lost every one of 28 resolved fp32 mm/addmm decisions (datasets/nvidia-h100/CONTEXT.md), and on held-out
+# bare-GEMM labels the picks a gap of -2.5 adds behind cuBLAS run 0.79x of it (policy oracle over 328 fp32 problems:
+# 0.952 at -2.5, 0.986 at 0.0 on the H200; 0.962 and 0.979 on the H100). fp32 bmm keeps the margin: the zoo's
+# attention GEMMs, which fuse the softmax's work, took Triton behind cuBLAS and won 4 of 5 (docs/FINDINGS.md, 50).
+FLOAT32_GAP = 0.0
+
+
 # Few rows, long K (decode-sized down projections, single-token attention over a long context): cuBLAS splits K
 # across the SMs and the Triton mm template does not, so such a GEMM keeps cuBLAS unless the model favours Triton by
 # SMALL_M_LONG_K_GAP (whole-step timings: datasets/nvidia-h100/CONTEXT.md, docs/FINDINGS.md finding 36).
@@ -41,10 +49,12 @@ SMALL_M_LONG_K_GAP = 2.0
 
 def decide_gap_for(problem: Any, gap: float) -> float:
     """The decide gap for ``problem`` (a ``Problem``): ``gap``, floored at 0.0 for the quantized ops
-    (QUANTIZED_OPS, no in-program evidence there) and at SMALL_M_LONG_K_GAP for few rows with a long K
-    (SMALL_M_LONG_K)."""
+    (QUANTIZED_OPS, no in-program evidence there), at FLOAT32_GAP for a float32 mm/addmm and at SMALL_M_LONG_K_GAP
+    for few rows with a long K (SMALL_M_LONG_K)."""
     if problem.op in QUANTIZED_OPS:
         return max(gap, 0.0)
+    if problem.dtype == "float32" and problem.op != "bmm":
+        gap = max(gap, FLOAT32_GAP)
     largest_m, k_above = SMALL_M_LONG_K
     return max(gap, SMALL_M_LONG_K_GAP) if problem.m <= largest_m and problem.k > k_above else gap
 
