@@ -31,7 +31,7 @@ def test_a_symbolic_m_gemm_runs_the_kernel_of_its_range_and_plain_above_the_last
     torch._dynamo.reset()
     model, seen = _mlp(), len(sr.lowered_ranges())
     compiled = torch.compile(model, dynamic=True)
-    with torch.no_grad(), sr.size_ranges(devices=("cpu",)):
+    with torch.no_grad(), sr.size_ranges(devices=("cpu",)), torch._inductor.config.patch(force_disable_caches=True):
         _, (code, *_) = run_and_get_code(compiled, torch.randn(300, 64))
     # addmm and mm, each lowered once per range: the three ranges at their M, then plain's (0)
     assert sr.lowered_ranges()[seen:] == [6, 33, 129, sr.PLAIN] * 2
@@ -48,11 +48,11 @@ def test_a_symbolic_m_gemm_runs_the_kernel_of_its_range_and_plain_above_the_last
 def test_static_sizes_and_other_devices_keep_their_gemms():
     torch._dynamo.reset()
     model, count = _mlp(), sr.range_count()
-    with torch.no_grad(), sr.size_ranges(devices=("cpu",)):
+    with torch.no_grad(), sr.size_ranges(devices=("cpu",)), torch._inductor.config.patch(force_disable_caches=True):
         _, (code, *_) = run_and_get_code(torch.compile(model, dynamic=False), torch.randn(300, 64))
     assert sr.range_count() == count and " <= 16" not in code
     torch._dynamo.reset()
-    with torch.no_grad(), sr.size_ranges():  # CUDA only by default: a CPU model is untouched
+    with torch.no_grad(), sr.size_ranges(), torch._inductor.config.patch(force_disable_caches=True):  # CUDA only
         _, (code, *_) = run_and_get_code(torch.compile(model, dynamic=True), torch.randn(300, 64))
     assert sr.range_count() == count and " <= 16" not in code
 

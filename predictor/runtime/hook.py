@@ -36,7 +36,7 @@ from .installed import _STACK
 from ..features import ideal_time_us, ranker_rows, runtime_feature_matrix
 from .inductor_inputs import (_lowering_node, _operands_key, _symbolic_sizes, _tf32_enabled, output_feeds_pointwise,
                               problem_from_inputs, scaled_op)
-from .policy import (EXPLICIT_KIND_OPS, aten_alone_if_small, decide_gap_for, decide_one, fallback_choices, keep_best,
+from .policy import (EXPLICIT_KIND_OPS, FLOAT32_GAP, SMALL_M_LONG_K, SMALL_M_LONG_K_GAP, aten_alone_if_small, decide_gap_for, decide_one, fallback_choices, keep_best,
                      out_of_training_range, trusted_kind, untrained_kind, with_aten_fallback, with_epilogue_templates)
 from ..problem import Problem
 from .settings import HookSettings
@@ -208,7 +208,8 @@ class GemmPruner:
                    "aten_alone_below_us": s.aten_alone_below_us, "override_gap": s.override_gap,
                    "cutlass_top_k": s.cutlass_top_k, "epilogue_templates": s.epilogue_templates,
                    "allow_similar_gpu": s.allow_similar_gpu, "policy": s.policy, "decide_gap": s.decide_gap,
-                   "fallback": s.fallback, "gemv_blocks": gemv_blocks.table_digest()}
+                   "fallback": s.fallback, "gemv_blocks": gemv_blocks.table_digest(),
+                   "gap_floors": [FLOAT32_GAP, SMALL_M_LONG_K, SMALL_M_LONG_K_GAP]}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self._uuid
 
