@@ -5,7 +5,6 @@ ranges dispatched on the actual M, each range lowered once and judged at its own
 from __future__ import annotations
 
 import re
-import types
 
 import pytest
 import sympy
@@ -15,6 +14,7 @@ from torch._inductor.utils import run_and_get_code
 import predictor
 from predictor.runtime import inductor_inputs
 from predictor.runtime import size_ranges as sr
+from predictor.testing.fakes import FakeInputs, FakeNode
 
 
 def test_each_range_is_judged_at_its_geometric_middle():
@@ -68,33 +68,20 @@ def test_the_decompositions_are_restored_on_exit_and_on_an_error():
     assert decomposition.decompositions[torch.ops.aten.mm.default] is before
 
 
-class _Node:
-    def __init__(self, size, stride):
-        self.size, self.stride = size, stride
-
-    def get_size(self):
-        return self.size
-
-    def get_stride(self):
-        return self.stride
-
-    def get_dtype(self):
-        return torch.bfloat16
-
-
 def test_the_hook_judges_a_ranged_gemm_at_the_ranges_m_not_the_graphs_hint(monkeypatch):
     s0 = sympy.Symbol("s0", positive=True, integer=True)
     hints = {s0: 300}
     monkeypatch.setattr(inductor_inputs, "_hints",
                         lambda exprs: tuple(int(hints.get(e, e)) if isinstance(e, sympy.Expr) else int(e)
                                             for e in exprs))
-    inputs = types.SimpleNamespace(mat1mat2=lambda: (_Node([s0, 4096], [4096, 1]), _Node([4096, 1024], [1, 4096])))
+    bf16 = torch.bfloat16
+    inputs = FakeInputs(FakeNode((s0, 4096), (4096, 1), bf16), FakeNode((4096, 1024), (1, 4096), bf16))
     assert inductor_inputs.problem_from_inputs(inputs, "mm").m == 300  # outside a range: the graph's hint
     with sr.judged_at(33):
         assert inductor_inputs.problem_from_inputs(inputs, "mm").m == 33
     with sr.judged_at(sr.PLAIN):  # above the last range: plain's lowering, the hint as before
         assert inductor_inputs.problem_from_inputs(inputs, "mm").m == 300
-    static = types.SimpleNamespace(mat1mat2=lambda: (_Node([8, 4096], [4096, 1]), _Node([4096, 1024], [1, 4096])))
+    static = FakeInputs(FakeNode((8, 4096), (4096, 1), bf16), FakeNode((4096, 1024), (1, 4096), bf16))
     with sr.judged_at(33):
         assert inductor_inputs.problem_from_inputs(static, "mm").m == 8  # a static M is never replaced
 

@@ -121,6 +121,8 @@ def run(dataset: str | Path, model_folder: str | Path) -> str:
                                                     if c.endswith(" geomean")) + " |",
               "|---|---|---|" + "---|" * sum(c.endswith(" geomean") for c in table.columns)]
     for _, r in table.iterrows():
-        cells = [f"{fmt(r[c])} / {fmt(r[c.replace('geomean', 'worst')])}" for c in table.columns if c.endswith(" geomean")]
-        lines.append(f"| {r['family']} | {'yes' if r['held out'] else 'no'} | {r['sizes']} | " + " | ".join(cells) + " |")
+        cells = [f"{fmt(r[c])} / {fmt(r[c.replace('geomean', 'worst')])}"
+                 for c in table.columns if c.endswith(" geomean")]
+        held = "yes" if r["held out"] else "no"
+        lines.append(f"| {r['family']} | {held} | {r['sizes']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

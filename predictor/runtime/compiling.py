@@ -146,8 +146,8 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     ``predictor_model``: a model folder (default: the shipped one for this GPU; without one, every GEMM runs
     cuBLAS, as under plain ``torch.compile``, with one warning). ``decide_gap``: how far (score units) the
     model's favourite Triton kernel must lead cuBLAS to be taken; negative: how far it may trail
-    (``predictor.runtime.policy.DECIDE_MIN_GAP``, -2.5; int8/fp8 GEMMs and float32 mm/addmm never below 0.0, few rows with a long K
-    never below 2.0).
+    (``predictor.runtime.policy.DECIDE_MIN_GAP``, -2.5; int8/fp8 GEMMs and float32 mm/addmm never below 0.0, few
+    rows with a long K never below 2.0).
     ``fallback``: what a GEMM the hook cannot rank gets (``"aten"``, plain's choice; ``"full"``, stock
     max-autotune). ``tune``: benchmark the model's top ``tune`` kernels per GEMM (and cuBLAS), and the GEMV block
     table's top ``tune`` configs per GEMV kernel, in Inductor's own benchmark instead of deciding alone: a longer

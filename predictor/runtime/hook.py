@@ -34,13 +34,13 @@ from ..device import DeviceInfo
 from .discovery import _this_gpu, find_model, model_roots
 from .installed import _STACK
 from ..features import ideal_time_us, ranker_rows, runtime_feature_matrix
-from .inductor_inputs import (_lowering_node, _operands_key, _symbolic_sizes, _tf32_enabled, output_feeds_pointwise,
+from .inductor_inputs import (_lowering_node, _operands_key, _tf32_enabled, one_kernel_fits, output_feeds_pointwise,
                               problem_from_inputs, scaled_op)
-from .policy import (EXPLICIT_KIND_OPS, FLOAT32_GAP, SMALL_M_LONG_K, SMALL_M_LONG_K_GAP, aten_alone_if_small, decide_gap_for, decide_one, fallback_choices, keep_best,
-                     out_of_training_range, trusted_kind, untrained_kind, with_aten_fallback, with_epilogue_templates)
+from .policy import (EXPLICIT_KIND_OPS, GAP_FLOORS, aten_alone_if_small, decide_gap_for, decide_one, fallback_choices,
+                     keep_best, out_of_training_range, trusted_kind, untrained_kind, with_aten_fallback,
+                     with_epilogue_templates)
 from ..problem import Problem
 from .settings import HookSettings
-from .size_ranges import range_m
 from .split_addmm import SplitAddmm
 
 log = logging.getLogger(__name__)
@@ -109,9 +109,8 @@ class GemmPruner:
         # called as recorder(kept, kernel_inputs, op_name) with every GEMM's final list (predictor.offline.export);
         # never pickled
         self.recorder: Any = None
-        # opt-in: decision_observer(choices, scores, is_aten, chosen, problem, kernel_inputs, op_name) for every GEMM
-        # the decide policy settles (collectors/in_program/collect.py: its policy.runner_up is timed in the program);
-        # never pickled
+        # opt-in, never pickled: decision_observer(choices, scores, is_aten, chosen, problem, kernel_inputs, op_name)
+        # for every GEMM the decide policy settles (collectors/in_program/collect.py times its policy.runner_up)
         self.decision_observer: Any = None
         # the ranker scores with the device the model was trained for (its measured peaks and bandwidth)
         self.device: DeviceInfo | None = (DeviceInfo.from_metadata(self.metadata) if "device" in self.metadata
@@ -203,13 +202,12 @@ class GemmPruner:
         if self._uuid is None:
             s = self.settings
             key = {"model_sha256": None if self.ranker is None else self.metadata.get("model_sha256"),
-                   "top_k": s.top_k, "space": s.space, "keep_aten": s.keep_aten,
-                   "min_confidence": s.min_confidence, "hints": s.hints, "margin": self.margin,
-                   "aten_alone_below_us": s.aten_alone_below_us, "override_gap": s.override_gap,
-                   "cutlass_top_k": s.cutlass_top_k, "epilogue_templates": s.epilogue_templates,
-                   "allow_similar_gpu": s.allow_similar_gpu, "policy": s.policy, "decide_gap": s.decide_gap,
-                   "fallback": s.fallback, "gemv_blocks": gemv_blocks.table_digest(),
-                   "gap_floors": [FLOAT32_GAP, SMALL_M_LONG_K, SMALL_M_LONG_K_GAP]}
+                   "top_k": s.top_k, "space": s.space, "keep_aten": s.keep_aten, "min_confidence": s.min_confidence,
+                   "hints": s.hints, "margin": self.margin, "aten_alone_below_us": s.aten_alone_below_us,
+                   "override_gap": s.override_gap, "cutlass_top_k": s.cutlass_top_k,
+                   "epilogue_templates": s.epilogue_templates, "allow_similar_gpu": s.allow_similar_gpu,
+                   "policy": s.policy, "decide_gap": s.decide_gap, "fallback": s.fallback,
+                   "gemv_blocks": gemv_blocks.table_digest(), "gap_floors": GAP_FLOORS}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self._uuid
 
@@ -335,10 +333,8 @@ class GemmPruner:
 
     def may_pick_triton(self, problem: Problem, kernel_inputs: Any) -> bool:
         """Whether the decide policy may take a Triton kernel over cuBLAS for this GEMM: a kind of problem the model
-        has labels for, at static sizes (``policy.trusted_kind``, ``inductor_inputs._symbolic_sizes``) or in one
-        range of a symbolic M (``size_ranges``: the kernel then runs only at sizes near the M it was judged at)."""
-        in_range = bool(range_m())  # PLAIN (0) above the last range: plain's choice
-        return trusted_kind(self.metadata.get(RANGES_KEY), problem) and (in_range or not _symbolic_sizes(kernel_inputs))
+        has labels for (``policy.trusted_kind``), at sizes one kernel fits (``inductor_inputs.one_kernel_fits``)."""
+        return trusted_kind(self.metadata.get(RANGES_KEY), problem) and one_kernel_fits(kernel_inputs)
 
     def scores(self, problem: Problem, cands: list[Candidate], hints: list[int | None]) -> np.ndarray:
         """The ranker's scores, remembered per (problem, candidates, hints): a model's repeated layers and its

@@ -65,6 +65,12 @@ def _symbolic_sizes(kernel_inputs: Any) -> bool:
     return False
 
 
+def one_kernel_fits(kernel_inputs: Any) -> bool:
+    """Whether one Triton config chosen now runs only at the sizes it was judged at: static sizes, or one range of a
+    symbolic M (``size_ranges``; above the last range, ``range_m()`` is PLAIN, 0: plain's cuBLAS)."""
+    return bool(range_m()) or not _symbolic_sizes(kernel_inputs)
+
+
 def _operands_key(nodes: list[Any]) -> tuple | None:
     """The two matrix operands of a GEMM as names, sizes and strides: what ties a ``_finalize_template_configs``
     call to the ChoiceCallers of the same GEMM in Inductor's preprocessing step (names alone repeat across

@@ -47,6 +47,10 @@ SMALL_M_LONG_K = (256, 3072)  # (largest m, k above which)
 SMALL_M_LONG_K_GAP = 2.0
 
 
+# what decide_gap_for floors (part of the hook's cache key: graphs decided under other floors are not reused)
+GAP_FLOORS = {"quantized": 0.0, "float32_mm": FLOAT32_GAP, "small_m_long_k": [*SMALL_M_LONG_K, SMALL_M_LONG_K_GAP]}
+
+
 def decide_gap_for(problem: Any, gap: float) -> float:
     """The decide gap for ``problem`` (a ``Problem``): ``gap``, floored at 0.0 for the quantized ops
     (QUANTIZED_OPS, no in-program evidence there), at FLOAT32_GAP for a float32 mm/addmm and at SMALL_M_LONG_K_GAP

@@ -107,8 +107,9 @@ def _ops() -> Any:
 
 def _cond(pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any], operands: tuple[Any, ...]) -> Any:
     """The ``cond`` higher-order op itself (branches return a tuple of tensors, as the op requires): inside
-    Inductor's decomposition (a make_fx trace) it traces both branches in place. (``torch.cond`` would re-trace them through Dynamo, which lifts the static sizes K and N as operands
-    that Inductor's post-grad fake-tensor update then rejects.)"""
+    Inductor's decomposition (a make_fx trace) it traces both branches in place. (``torch.cond`` would re-trace them
+    through Dynamo, which lifts the static sizes K and N as operands that Inductor's post-grad fake-tensor update
+    then rejects.)"""
     from torch._higher_order_ops.cond import cond_op
 
     return cond_op(pred, true_fn, false_fn, operands)
