@@ -20,6 +20,7 @@ import functools
 from collections.abc import Iterator
 from typing import Any, Callable
 
+from .gemv_blocks import MIN_K
 from .table_patch import wrapped_entries
 
 # Where the labels say the reduction pays under Inductor's default blocks (datasets/nvidia-h200/GEMV.md, gemm-predictor
@@ -33,11 +34,13 @@ DEVICES = ("cuda",)  # Inductor's mm decomposition has the reduction form for GP
 def takes_reduction(n: int, k: int, dtype: str, layout_b: str, every_width: bool = False) -> bool:
     """Whether a one-row GEMM with an (n, k) weight runs as a Triton reduction rather than cuBLAS's GEMV: column-major
     weights (F.linear's) with at most ``MAX_N`` outputs, or at every width (``every_width``) where the GPU's block
-    table has labels of GEMVs with work fused ahead. With the table the reduction beats cuBLAS at every width
+    table has labels of GEMVs with work fused ahead and gives the kernel its blocks (K of at least ``MIN_K``; a
+    shorter K is one persistent block under Inductor's default, which loses to cuBLAS on a 151936-wide head: 96.5
+    against 77.2 us, datasets/nvidia-h200/GEMV.md). With the table the reduction beats cuBLAS at every width
     (``datasets/<gpu>/GEMV_BLOCKS.md``); without labels of what is fused ahead, a vocabulary head fused with the
     final norm took a plain GEMV's blocks and ran 1.5x slower than as a template (batch-1 Qwen2 on the H200,
     docs/GEMV.md)."""
-    return dtype in DTYPES and layout_b == "col" and (every_width or n <= MAX_N)
+    return dtype in DTYPES and layout_b == "col" and (n <= MAX_N or (every_width and k >= MIN_K))
 
 
 def runtime_rule(n: int, k: int, dtype: str, layout_b: str) -> bool:
