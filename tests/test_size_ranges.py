@@ -111,3 +111,20 @@ def test_offline_evaluation_scores_plain_per_size_and_ranges_on_the_shipped_swee
     assert ((fractions > 0.9) & (fractions <= 1.0)).all()
     # what the labels say (docs/DYNAMIC.md): cuBLAS at every M is within 1% of the per-M best on these sweeps
     assert fractions["plain"] > 0.99 and fractions["plain"] >= fractions.drop("plain").max()
+
+
+def test_a_training_step_through_the_ranges_gives_eagers_gradients():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16, bias=False))
+    eager = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16, bias=False))
+    eager.load_state_dict(model.state_dict())
+    compiled, seen = torch.compile(model, dynamic=True), len(sr.lowered_ranges())
+    with sr.size_ranges(devices=("cpu",)), torch._inductor.config.patch(force_disable_caches=True):
+        for m in (300, 5, 40):  # one graph (forward and backward) over sizes in three ranges
+            x = torch.randn(m, 64)
+            compiled(x).sum().backward()
+            eager(x).sum().backward()
+    assert len(sr.lowered_ranges()) > seen  # the forward's GEMMs and the input gradient's went through the ranges
+    for got, want in zip(model.parameters(), eager.parameters()):
+        torch.testing.assert_close(got.grad, want.grad, rtol=1e-4, atol=1e-3)
