@@ -286,9 +286,9 @@ def test_the_sibling_table_of_the_same_architecture_is_found_and_merged(tmp_path
     assert gb.knows_fused_forms()
     from predictor.runtime import gemv
 
-    assert gemv.runtime_rule(151936, 1536, "float16", "col")  # a vocabulary head: every width with forms known
-    assert not gemv.runtime_rule(151936, 896, "bfloat16", "col")  # but not a K the table gives no blocks for
-    assert gemv.runtime_rule(4096, 896, "bfloat16", "col")  # (within the width threshold it still does)
+    assert gemv.runtime_rule()(151936, 1536, "float16", "col")  # a vocabulary head: every width with forms known
+    assert not gemv.runtime_rule()(151936, 896, "bfloat16", "col")  # but not a K the table gives no blocks for
+    assert gemv.runtime_rule()(4096, 896, "bfloat16", "col")  # (within the width threshold it still does)
     monkeypatch.setattr(gb, "table_for_this_gpu", lambda: [plain])
-    assert not gb.knows_fused_forms() and not gemv.runtime_rule(151936, 1536, "float16", "col")
-    assert gemv.runtime_rule(4096, 4096, "bfloat16", "col") and not gemv.runtime_rule(4096, 4096, "bfloat16", "row")
+    assert not gb.knows_fused_forms() and not gemv.runtime_rule()(151936, 1536, "float16", "col")
+    assert gemv.runtime_rule()(4096, 4096, "bfloat16", "col") and not gemv.runtime_rule()(4096, 4096, "bfloat16", "row")

@@ -72,17 +72,16 @@ def table_rows(probs: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _chosen_time(problem: Any, table: list[dict[str, Any]], count: int | None = None,
-                 every_width: bool = False, vector_loads: int | None = None) -> float:
-    """The held-out problem's time under the table's choice (``vector_loads``: as if the kernel had that many,
-    e.g. 1 to score a table blind to the work fused ahead). NaN where that choice's time was not measured on a
-    footing comparable with the block configs (cuBLAS or the default blocks of a function with work fused ahead)."""
+                 every_width: bool = False, blind: bool = False) -> float:
+    """The held-out problem's time under the table's choice (``blind``: as if nothing were fused ahead of the GEMV,
+    the table before forms). NaN where that choice's time was not measured on a footing comparable with the block
+    configs (cuBLAS or the default blocks of a function with work fused ahead)."""
     whole = problem.form == "plain"  # only there do cuBLAS and the default time the GEMV kernel alone
     knows_forms = any(form_of(r)[1] > 1 for r in table)  # the runtime's rule then takes every width
     if not takes_reduction(problem.n, problem.k, problem.dtype, "col", every_width or knows_forms):
         return problem.aten_us if whole else np.nan
-    blind = vector_loads is not None  # scored as if nothing were fused ahead
     kernel = GemvKernel(problem.n, problem.k, problem.dtype, problem.weights,
-                        vector_loads if blind else problem.vector_loads, False if blind else problem.activation_ahead)
+                        1 if blind else problem.vector_loads, False if blind else problem.activation_ahead)
     ranked = ranked_configs(kernel, table, count)
     # no labelled config that fits, or one the held-out problem did not time: Inductor's default blocks
     fallback = problem.default_us if whole else np.nan
@@ -103,7 +102,7 @@ def evaluate(probs: pd.DataFrame) -> pd.DataFrame:
             width_rule = p.default_us if takes_reduction(p.n, p.k, p.dtype, "col") else p.aten_us
             records.append({"form": p.form, "table (held out)": best / _chosen_time(p, table),
                             "table at every width": best / _chosen_time(p, table, every_width=True),
-                            "forms ignored": best / _chosen_time(p, table, every_width=True, vector_loads=1),
+                            "forms ignored": best / _chosen_time(p, table, every_width=True, blind=True),
                             "nearest only": best / _chosen_time(p, table, 1, every_width=True),
                             "pool of 3": best / _chosen_time(p, table, 3, every_width=True),
                             "cublas-only": best / p.aten_us if whole else np.nan,

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any, Callable
 
 from .gemv_blocks import MIN_K
-from .table_patch import wrapped_entries
+from .table_patch import decomposition_tables, wrapped_entries
 
 # Where the labels say the reduction pays under Inductor's default blocks (datasets/nvidia-h200/GEMV.md, gemm-predictor
 # gemv-eval): a column-major weight (F.linear's, K contiguous per output) with at most MAX_N outputs. Wider heads
@@ -43,11 +43,12 @@ def takes_reduction(n: int, k: int, dtype: str, layout_b: str, every_width: bool
     return dtype in DTYPES and layout_b == "col" and (n <= MAX_N or (every_width and k >= MIN_K))
 
 
-def runtime_rule(n: int, k: int, dtype: str, layout_b: str) -> bool:
-    """``takes_reduction`` as the hook applies it: at every width when this GPU's table knows the fused forms."""
+def runtime_rule() -> Callable[[int, int, str, str], bool]:
+    """``takes_reduction`` as the hook applies it in one compile: at every width when this GPU's table knows the
+    fused forms (the table looked up once here, not per GEMM)."""
     from .gemv_blocks import knows_fused_forms
 
-    return takes_reduction(n, k, dtype, layout_b, every_width=knows_fused_forms())
+    return functools.partial(takes_reduction, every_width=knows_fused_forms())
 
 
 def _static_one(size: Any) -> bool:
@@ -79,7 +80,7 @@ def _reduction(a: Any, b: Any) -> Any:
     return (a.unsqueeze(2) * b.unsqueeze(0)).sum(dim=1)
 
 
-_RULE: list[Callable[[int, int, str, str], bool]] = [runtime_rule]
+_RULE: list[Callable[[int, int, str, str], bool]] = [takes_reduction]
 
 
 def _wants(a: Any, b: Any) -> bool:
@@ -123,22 +124,16 @@ def gemv_count() -> int:
 @contextlib.contextmanager
 def gemv_as_reduction(rule: Callable[[int, int, str, str], bool] | None = None) -> Iterator[None]:
     """While active, Inductor's ``mm``/``addmm`` decompositions turn each GEMV that ``rule(n, k, dtype, layout_b)``
-    takes (default: ``runtime_rule``) into the reduction form and leave every other GEMM to the original
+    takes (default: ``runtime_rule()``) into the reduction form and leave every other GEMM to the original
     decomposition. The tables are restored on exit, also on an error. (The GEMV collector passes a rule that takes
     every GEMV.)"""
     import torch
-    from torch._inductor import decomposition
 
     aten = torch.ops.aten
     wrappers = {aten.mm.default: _mm, aten.addmm.default: _addmm}
-    # select_decomp_table() returns either the table itself or a cached copy of it (fast_random_decomps): both
-    tables = [decomposition.decompositions]
-    copy = getattr(decomposition, "fast_random_decomps", None)
-    if callable(copy):
-        tables.append(copy())
-    _RULE.append(rule or runtime_rule)
+    _RULE.append(rule or runtime_rule())
     try:
-        with wrapped_entries(tables, wrappers, lambda op, original: wrappers[op](original), "predictor_gemv"):
+        with wrapped_entries(decomposition_tables(), wrappers, lambda op, original: wrappers[op](original), "predictor_gemv"):
             yield
     finally:
         _RULE.pop()

@@ -147,9 +147,8 @@ def nearest_rows(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int 
     the smallest distance in log2(n) and log2(k). (Each criterion narrows the rows where some row meets it.)"""
     same = [r for r in rows if int(r["weights"]) == kernel.weights] or list(rows)
     same = [r for r in same if _problem(r).activation_ahead == kernel.activation_ahead] or same
-    if same:
-        gap = min(abs(_problem(r).vector_loads - kernel.vector_loads) for r in same)
-        same = [r for r in same if abs(_problem(r).vector_loads - kernel.vector_loads) == gap]
+    loads_gap = {id(r): abs(_problem(r).vector_loads - kernel.vector_loads) for r in same}
+    same = [r for r in same if loads_gap[id(r)] == min(loads_gap.values())]
     sized = [r for r in same if _itemsize(str(r["dtype"])) == _itemsize(kernel.dtype)] or same
     return sorted(sized, key=lambda r: (math.log2(int(r["n"]) / kernel.n) ** 2 + math.log2(int(r["k"]) / kernel.k) ** 2,
                                         int(r["n"]), int(r["k"])))[:count]
@@ -203,13 +202,14 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
     path = table_path(gpu_name, folders, capability)
     if path is None:
         return (), None
-    siblings = [t for t in (table_path("", folders, capability, skip=path),) if t is not None]
+    sibling = table_path("", folders, capability, skip=path)
+    files = [path] if sibling is None else [path, sibling]
     try:
-        own, others = read_table(path), [read_table(t) for t in siblings]
+        own, *others = [read_table(f) for f in files]
     except ValueError as exc:
         log.warning("gemm-predictor: %s; GEMVs keep Inductor's default blocks", exc)
         return (), None
-    digest = hashlib.sha256(b"".join(t.read_bytes() for t in (path, *siblings))).hexdigest()[:16]
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
     return tuple(with_borrowed_forms(own, others)), digest
 
 

@@ -99,8 +99,9 @@ def problem_from_inputs(kernel_inputs: Any, op: str) -> Problem:
         raise ValueError(f"{op} operands of shapes {size_a} and {size_b} are not a (batched) GEMM")
     m, k = size_a[-2:]
     n = size_b[-1]
-    if op != "bmm" and range_m() and _symbolic_sizes(kernel_inputs):
-        m = range_m()  # lowered for one range of a symbolic M (size_ranges): judged at the range's M, not the hint
+    judged_at = range_m()  # lowered for one range of a symbolic M (size_ranges): judged at the range's M, not the hint
+    if judged_at and op != "bmm" and _symbolic_sizes(kernel_inputs):
+        m = judged_at
     b = size_a[0] if op == "bmm" else 1
     itemsize, out_size = DTYPE_BYTES.get(dtype, 1), DTYPE_BYTES.get(out_dtype, 4)
     strides = [s * itemsize for size, stride in ((size_a, stride_a), (size_b, stride_b))

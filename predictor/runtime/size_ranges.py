@@ -17,8 +17,8 @@ What it costs: no epilogue fusion across the ``cond`` (a cuBLAS GEMM has none ei
 a ``cond`` without CUDA graph trees (a caller's own capture, or the serving benchmark's replay, still captures the
 branch taken). Opt-in: ``predictor.compile(model, dynamic=True, size_ranges=True)``.
 
-The branch functions are module-level and take only tensors: ``torch.cond`` re-traces its branches, and Python ints
-captured in closures become symbolic operands there.
+The branches take only tensors: the chain is built by calling the ``cond`` op itself (``_cond``), whose make_fx
+trace keeps the bounds as constants.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any, Callable
 
-from .table_patch import wrapped_entries
+from .table_patch import decomposition_tables, wrapped_entries
 
 BOUNDS = (16, 64, 256)  # ranges of M: 2-16, 17-64, 65-256, and above 256 (plain's cuBLAS)
 LIBRARY = "gemm_predictor"
@@ -103,7 +103,7 @@ def _ops() -> Any:
     return library
 
 
-# --- the branches (module level, tensors only: see the module docstring) ------------------------------------------
+# --- the branches --------------------------------------------------------------------------------------------
 
 def _cond(pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any], operands: tuple[Any, ...]) -> Any:
     """The ``cond`` higher-order op itself (branches return a tuple of tensors, as the op requires): inside
@@ -115,68 +115,26 @@ def _cond(pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any], 
     return cond_op(pred, true_fn, false_fn, operands)
 
 
-def _op(name: str) -> Any:
+def _chain(op: str, first: int = 0) -> Callable[..., tuple[Any]]:
+    """The branch for ranges ``first`` and above of ``op`` (``mm``: operands ``(a, b)``; ``addmm``:
+    ``(bias, a, b)``): the range's own op when it is the last, else a ``cond`` on M against its bound."""
     import torch
 
-    return getattr(getattr(torch.ops, LIBRARY), name).default
-
-
-def _mm0(a: Any, b: Any) -> Any:
-    return (_op("mm_r0")(a, b),)
-
-
-def _mm1(a: Any, b: Any) -> Any:
-    return (_op("mm_r1")(a, b),)
-
-
-def _mm2(a: Any, b: Any) -> Any:
-    return (_op("mm_r2")(a, b),)
-
-
-def _mm3(a: Any, b: Any) -> Any:
-    return (_op("mm_r3")(a, b),)
-
-
-def _mm_above_64(a: Any, b: Any) -> Any:
-    return _cond(a.shape[0] <= BOUNDS[2], _mm2, _mm3, (a, b))
-
-
-def _mm_above_16(a: Any, b: Any) -> Any:
-    return _cond(a.shape[0] <= BOUNDS[1], _mm1, _mm_above_64, (a, b))
+    own = getattr(getattr(torch.ops, LIBRARY), f"{op}_r{first}").default
+    if first == len(BOUNDS):
+        return lambda *operands: (own(*operands),)
+    rest = _chain(op, first + 1)
+    return lambda *operands: _cond(operands[-2].shape[0] <= BOUNDS[first], lambda *x: (own(*x),), rest, operands)
 
 
 def mm_by_range(a: Any, b: Any) -> Any:
     """``a @ b`` as the chain of ranges."""
-    return _cond(a.shape[0] <= BOUNDS[0], _mm0, _mm_above_16, (a, b))[0]
-
-
-def _addmm0(bias: Any, a: Any, b: Any) -> Any:
-    return (_op("addmm_r0")(bias, a, b),)
-
-
-def _addmm1(bias: Any, a: Any, b: Any) -> Any:
-    return (_op("addmm_r1")(bias, a, b),)
-
-
-def _addmm2(bias: Any, a: Any, b: Any) -> Any:
-    return (_op("addmm_r2")(bias, a, b),)
-
-
-def _addmm3(bias: Any, a: Any, b: Any) -> Any:
-    return (_op("addmm_r3")(bias, a, b),)
-
-
-def _addmm_above_64(bias: Any, a: Any, b: Any) -> Any:
-    return _cond(a.shape[0] <= BOUNDS[2], _addmm2, _addmm3, (bias, a, b))
-
-
-def _addmm_above_16(bias: Any, a: Any, b: Any) -> Any:
-    return _cond(a.shape[0] <= BOUNDS[1], _addmm1, _addmm_above_64, (bias, a, b))
+    return _chain("mm")(a, b)[0]
 
 
 def addmm_by_range(bias: Any, a: Any, b: Any) -> Any:
     """``bias + a @ b`` as the chain of ranges."""
-    return _cond(a.shape[0] <= BOUNDS[0], _addmm0, _addmm_above_16, (bias, a, b))[0]
+    return _chain("addmm")(bias, a, b)[0]
 
 
 # --- the decomposition -------------------------------------------------------------------------------------------
@@ -208,7 +166,6 @@ def range_count() -> int:
 def size_ranges(devices: Sequence[str] = ("cuda",)) -> Iterator[None]:
     """While active, Inductor's ``mm``/``addmm`` decompositions turn every GEMM ``takes_ranges`` accepts into the
     chain of ranges, and leave the others to the decomposition they had. Restored on exit, also on an error."""
-    from torch._inductor import decomposition
     import torch
 
     _ops()
@@ -233,9 +190,5 @@ def size_ranges(devices: Sequence[str] = ("cuda",)) -> Iterator[None]:
             return original(bias, a, b, *args, beta=beta, alpha=alpha, **kwargs)
         return addmm
 
-    tables = [decomposition.decompositions]
-    copy = getattr(decomposition, "fast_random_decomps", None)
-    if callable(copy):
-        tables.append(copy())
-    with wrapped_entries(tables, [aten.mm.default, aten.addmm.default], wrap, "predictor_size_ranges"):
+    with wrapped_entries(decomposition_tables(), [aten.mm.default, aten.addmm.default], wrap, "predictor_size_ranges"):
         yield

@@ -32,6 +32,18 @@ def wrapped_entries(tables: Iterable[dict[Any, Any]], keys: Iterable[Any],
             table.update(originals)
 
 
+def decomposition_tables() -> list[dict[Any, Any]]:
+    """Inductor's decomposition tables a compile may read: ``select_decomp_table()`` returns either the table itself
+    or a cached copy of it (``fast_random_decomps``), so a wrap must cover both."""
+    from torch._inductor import decomposition
+
+    tables = [decomposition.decompositions]
+    copy = getattr(decomposition, "fast_random_decomps", None)
+    if callable(copy):
+        tables.append(copy())
+    return tables
+
+
 @contextlib.contextmanager
 def wrapped_attribute(owner: Any, name: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any]],
                       marker: str) -> Iterator[None]:
