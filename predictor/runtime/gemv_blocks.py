@@ -147,8 +147,9 @@ def nearest_rows(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int 
     the smallest distance in log2(n) and log2(k). (Each criterion narrows the rows where some row meets it.)"""
     same = [r for r in rows if int(r["weights"]) == kernel.weights] or list(rows)
     same = [r for r in same if _problem(r).activation_ahead == kernel.activation_ahead] or same
-    loads_gap = {id(r): abs(_problem(r).vector_loads - kernel.vector_loads) for r in same}
-    same = [r for r in same if loads_gap[id(r)] == min(loads_gap.values())]
+    loads_gap = [abs(_problem(r).vector_loads - kernel.vector_loads) for r in same]
+    nearest_loads = min(loads_gap, default=0)
+    same = [r for r, gap in zip(same, loads_gap) if gap == nearest_loads]
     sized = [r for r in same if _itemsize(str(r["dtype"])) == _itemsize(kernel.dtype)] or same
     return sorted(sized, key=lambda r: (math.log2(int(r["n"]) / kernel.n) ** 2 + math.log2(int(r["k"]) / kernel.k) ** 2,
                                         int(r["n"]), int(r["k"])))[:count]
