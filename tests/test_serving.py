@@ -66,3 +66,14 @@ def test_report_compares_hook_dynamic_with_the_best_peer_at_each_size():
     t = report.table(ranged)[("tiny", "decode")]
     assert t["vs_best"]["hook-ranges-dynamic"] == {1: 1.0, 8: 1.0}
     assert "`hook-ranges-dynamic`: geomean over sizes vs plain-dynamic 1.414" in report.markdown(ranged)
+
+
+def test_pending_runs_a_dynamic_mode_whole_and_a_static_modes_missing_sizes_in_chunks():
+    jobs = [("tiny", "decode", "plain-dynamic", "1,2,4,8"), ("tiny", "decode", "ma-static", "1,2,4,8,16")]
+    rec = lambda mode, size: {"model": "tiny", "phase": "decode", "mode": mode, "size": size}  # noqa: E731
+    assert run.pending(jobs, [], 2) == [("tiny", "decode", "plain-dynamic", "1,2,4,8"),
+                                        ("tiny", "decode", "ma-static", "1,2"), ("tiny", "decode", "ma-static", "4,8"),
+                                        ("tiny", "decode", "ma-static", "16")]
+    # a stopped static worker kept sizes 2 and 8; the dynamic mode, once there, is done
+    done = [rec("plain-dynamic", s) for s in (1, 2, 4, 8)] + [rec("ma-static", 2), rec("ma-static", 8)]
+    assert run.pending(jobs, done, 2) == [("tiny", "decode", "ma-static", "1,4"), ("tiny", "decode", "ma-static", "16")]

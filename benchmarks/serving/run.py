@@ -2,10 +2,12 @@
 
     python -m benchmarks.serving.run --models llama,opt --out docs/benchmarks/serving/nvidia-h100 --lanes auto
 
-Each worker runs every size of its phase (``models.SIZES``, or ``--decode-sizes`` / ``--prefill-sizes``) and returns
-one record per size. After every worker its records are added to OUT/results.json (written atomically), so a
-command stopped at any point loses only the runs in flight; a rerun skips the (model, phase, mode) already there.
---budget-s: no run starts after it, and runs still going are stopped there and left for the next call.
+A dynamic mode's worker runs every size of its phase (``models.SIZES``, or ``--decode-sizes`` / ``--prefill-sizes``)
+through its one compile; a static mode compiles per size, so its sizes go to workers in chunks of ``--static-chunk``
+that lanes share. Each worker returns one record per size. After every worker its records are added to
+OUT/results.json (written atomically), so a command stopped at any point loses only the runs in flight; a rerun skips
+the (model, phase, mode) already there and, for static modes, the sizes already there (a static worker stopped by the
+budget keeps the sizes it finished). --budget-s: no run starts after it, and runs still going are stopped there.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.zoo.run import ZooError, lane_devices
-from benchmarks.zoo.worker import write_json
+from benchmarks.zoo.worker import GPU_LOCK_ENV, LANES_PER_GPU_ENV, write_json
 
 from . import models, report
 
@@ -45,6 +47,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--prefill-sizes", default=",".join(map(str, models.SIZES["prefill"])), help="token counts")
     p.add_argument("--out", required=True, type=Path, help="folder for results.json, results.md and the plot")
     p.add_argument("--lanes", default="auto", help="GPUs used in parallel (auto: every visible one)")
+    p.add_argument("--lanes-per-gpu", type=int, default=1,
+                   help="runs sharing each GPU: their compiles overlap, their timings take turns; compile times then "
+                        "include the contention (records say lanes_per_gpu)")
+    p.add_argument("--static-chunk", type=int, default=3, help="sizes per worker of a static mode")
     p.add_argument("--repeats", type=int, default=30, help="timed replays per size")
     p.add_argument("--run-timeout", type=float, default=540.0, help="seconds per (model, phase, mode) run")
     p.add_argument("--budget-s", type=float, default=None, help="start no run after this many seconds")
@@ -54,6 +60,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def _check(args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
     """(model, phase, mode, sizes) to run, checked: one-line ServingError naming the bad value."""
+    if args.lanes_per_gpu < 1:
+        raise ServingError(f"--lanes-per-gpu {args.lanes_per_gpu}: expected 1 or more")
+    if args.static_chunk < 1:
+        raise ServingError(f"--static-chunk {args.static_chunk}: expected 1 or more")
     todo = []
     for model in args.models.split(","):
         if model not in models.REGISTRY:
@@ -69,6 +79,24 @@ def _check(args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
                     raise ServingError(f"unknown mode {mode!r}; known: {', '.join(models.MODES)}")
                 todo.append((model, phase, mode, sizes))
     return todo
+
+
+def pending(jobs: list[tuple[str, str, str, str]], records: list[dict[str, Any]],
+            static_chunk: int) -> list[tuple[str, str, str, str]]:
+    """The jobs still to run: a dynamic mode whole unless it is there; a static mode's missing sizes, in chunks."""
+    done: dict[tuple[str, str, str], set[int]] = {}
+    for r in records:
+        done.setdefault((r["model"], r["phase"], r["mode"]), set()).add(int(r["size"]))
+    out = []
+    for model, phase, mode, sizes in jobs:
+        key = (model, phase, mode)
+        if not mode.endswith("-static"):
+            if key not in done:
+                out.append((model, phase, mode, sizes))
+            continue
+        left = [s for s in sizes.split(",") if int(s) not in done.get(key, set())]
+        out += [(model, phase, mode, ",".join(left[i:i + static_chunk])) for i in range(0, len(left), static_chunk)]
+    return out
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -94,23 +122,35 @@ def launch(args: argparse.Namespace, job: tuple[str, str, str, str], device: str
            "PYTHONUNBUFFERED": "1"}
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = device
-    log = args.out / "logs" / f"{model}__{phase}__{mode}.log"
+        if args.lanes_per_gpu > 1:  # lanes sharing a GPU take turns to time; their compiles overlap
+            env[GPU_LOCK_ENV] = str(args.out / f".gpu{device}.lock")
+            env[LANES_PER_GPU_ENV] = str(args.lanes_per_gpu)
+    chunk = f"__{sizes.replace(',', '-')}" if mode.endswith("-static") else ""  # static chunks log apart
+    log = args.out / "logs" / f"{model}__{phase}__{mode}{chunk}.log"
     cmd = [sys.executable, "-m", "benchmarks.serving.worker", "--model", model, "--phase", phase, "--mode", mode,
            "--sizes", sizes, "--repeats", str(args.repeats), "--json-out", str(tmp / "records.json")]
+    def written() -> list[dict[str, Any]]:  # the worker writes its records after every size
+        try:
+            return json.loads((tmp / "records.json").read_text())
+        except (OSError, ValueError):
+            return []
+
     try:
         with open(log, "w") as out:
             try:
                 subprocess.run(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=max(timeout, 1))
             except subprocess.TimeoutExpired:
+                # a static mode keeps the sizes it finished; a dynamic mode's compile_s needs every size
+                finished = written() if mode.endswith("-static") else []
                 if timeout < args.run_timeout:
-                    return None
-                return [{"model": model, "phase": phase, "mode": mode, "size": int(s), "status": "timeout",
-                         "error": f"no result within {args.run_timeout:.0f} s"} for s in sizes.split(",")]
-        try:
-            return json.loads((tmp / "records.json").read_text())
-        except (OSError, ValueError):
-            return [{"model": model, "phase": phase, "mode": mode, "size": int(s), "status": "error",
-                     "error": f"worker wrote no records; see {log.relative_to(args.out)}"} for s in sizes.split(",")]
+                    return finished or None
+                left = sorted(set(map(int, sizes.split(","))) - {r["size"] for r in finished})
+                return finished + [{"model": model, "phase": phase, "mode": mode, "size": s, "status": "timeout",
+                                    "error": f"no result within {args.run_timeout:.0f} s"} for s in left]
+        got = written()
+        left = sorted(set(map(int, sizes.split(","))) - {r["size"] for r in got})
+        return got + [{"model": model, "phase": phase, "mode": mode, "size": s, "status": "error",
+                       "error": f"worker wrote no record; see {log.relative_to(args.out)}"} for s in left]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -134,9 +174,8 @@ def run(args: argparse.Namespace) -> int:
             raise ServingError(f"--report-only: no records in {results}")
         report.write_report(records, args.out)
         return 0
-    done = {(r["model"], r["phase"], r["mode"]) for r in records}
     jobs: queue.Queue = queue.Queue()
-    todo = [job for job in _check(args) if job[:3] not in done]
+    todo = pending(_check(args), records, args.static_chunk)
     for job in todo:
         jobs.put(job)
     (args.out / "logs").mkdir(parents=True, exist_ok=True)
@@ -160,14 +199,15 @@ def run(args: argparse.Namespace) -> int:
                     bar.write(f"{' '.join(job[:3])}: {ok}/{len(got)} sizes ok")
                 bar.update(1)
 
-    threads = [threading.Thread(target=lane, args=(d,), daemon=True) for d in lane_devices(args.lanes)]
+    threads = [threading.Thread(target=lane, args=(d,), daemon=True) for d in lane_devices(args.lanes)
+               for _ in range(args.lanes_per_gpu)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     bar.close()
     report.write_report(records, args.out)
-    left = len({job[:3] for job in todo} - {(r["model"], r["phase"], r["mode"]) for r in records})
+    left = len(pending(todo, records, args.static_chunk))
     if left:
         print(f"serving: {left} run(s) left (budget spent): rerun the same command to continue", file=sys.stderr)
     return 0

@@ -21,7 +21,8 @@ from typing import Any, Callable
 
 import torch
 
-from benchmarks.zoo.worker import _sync, capture, environment, one_line, spread, step_times_ms, write_json
+from benchmarks.zoo.worker import (LANES_PER_GPU_ENV, _sync, capture, environment, one_line, spread, step_times_ms,
+                                   timing_lock, write_json)
 
 from . import models
 
@@ -57,21 +58,25 @@ def time_size(step: Callable[[], Any], repeats: int, device: torch.device) -> di
         step()
     if device.type != "cuda":
         return {**spread(step_times_ms(step, repeats, device)), "timing": "direct"}
-    graph = capture(step)
-    for _ in range(WARMUP):
-        graph.replay()
-    return {**spread(step_times_ms(graph.replay, repeats, device)), "timing": "cudagraph-replay"}
+    with timing_lock():  # lanes sharing the GPU compile at once but time one at a time
+        graph = capture(step)
+        for _ in range(WARMUP):
+            graph.replay()
+        times = step_times_ms(graph.replay, repeats, device)
+    return {**spread(times), "timing": "cudagraph-replay"}
 
 
-def run(model: str, phase: str, mode: str, sizes: list[int], repeats: int) -> list[dict[str, Any]]:
-    """One record per size (status "error" with the message for sizes that failed)."""
+def run(model: str, phase: str, mode: str, sizes: list[int], repeats: int,
+        json_out: str | None = None) -> list[dict[str, Any]]:
+    """One record per size (status "error" with the message for sizes that failed), written to ``json_out`` after
+    every size (a runner that stops a static mode keeps the sizes it finished)."""
     env = environment()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     compile_fn, dynamic = _compiler(mode)
     spec = models.get(model)
     module = spec.build(device).eval()
     base = {"model": model, "phase": phase, "mode": mode, "schema_version": SCHEMA_VERSION, **env,
-            "lanes_per_gpu": int(os.environ.get("ZOO_LANES_PER_GPU", "1"))}
+            "lanes_per_gpu": int(os.environ.get(LANES_PER_GPU_ENV, "1"))}
     records: list[dict[str, Any]] = []
     compiled: Callable | None = None
     total_compile, first_graphs = 0.0, None
@@ -104,10 +109,14 @@ def run(model: str, phase: str, mode: str, sizes: list[int], repeats: int) -> li
             traceback.print_exc()
             record.update(status="error", error=one_line(exc))
         records.append(record)
+        if json_out:
+            write_json(json_out, records)
         log.info("%s %s %s size %d: %s", model, phase, mode, size, record.get("step_ms"))
     if dynamic:  # the one graph's whole compile, over every size served
         for record in records:
             record["compile_s"] = total_compile
+    if json_out:
+        write_json(json_out, records)
     return records
 
 
@@ -122,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     sizes = [int(s) for s in args.sizes.split(",")]
-    write_json(args.json_out, run(args.model, args.phase, args.mode, sizes, args.repeats))
+    run(args.model, args.phase, args.mode, sizes, args.repeats, args.json_out)
     return 0
 
 
