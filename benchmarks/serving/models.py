@@ -56,9 +56,11 @@ REGISTRY: dict[str, ServedModel] = {m.name: m for m in [
     ServedModel("llama", "Llama (TinyLlama-1.1B widths: 2048/5632, 32 heads, 4 kv: grouped-query attention), 2 layers",
                 _causal_lm("LlamaConfig", hidden_size=2048, intermediate_size=5632, num_attention_heads=32,
                            num_key_value_heads=4, vocab_size=32000, num_hidden_layers=2), vocab=32000),
-    ServedModel("opt", "OPT-1.3b widths (2048/8192, 32 heads: multi-head attention, biases, ReLU), 2 layers",
+    ServedModel("opt", "OPT-1.3b widths (2048/8192, 32 heads: multi-head attention, biases, ReLU), 2 layers, "
+                "4096 positions (prefill up to 4096 tokens)",
                 _causal_lm("OPTConfig", hidden_size=2048, ffn_dim=8192, num_attention_heads=32, vocab_size=50272,
-                           word_embed_proj_dim=2048, num_hidden_layers=2, dropout=0.0), vocab=50272),
+                           word_embed_proj_dim=2048, num_hidden_layers=2, dropout=0.0,
+                           max_position_embeddings=4096), vocab=50272),
     ServedModel("tiny", "Linear-GELU-Linear 32/64 (CPU tests)", _tiny, vocab=0, width=32),
 ]}
 
