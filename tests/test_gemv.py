@@ -111,3 +111,18 @@ def test_evaluator_prints_the_table_and_the_threshold(capsys):
     assert main(["gemv-eval", str(LABELS)]) == 0
     out = capsys.readouterr().out
     assert "| rule (held out by model) | 60 | 0.985 |" in out and f"max_n = {gemv.MAX_N}" in out
+
+
+def test_a_symbolic_width_is_no_decision_and_does_not_specialise_the_graph(cpu_counts):
+    """Llama's rotary embedding is ``(heads, 1) @ (1, tokens)``: in a prefill with the token count marked dynamic,
+    N is symbolic. Reading it must not specialise the graph (Dynamo then refuses the compile); it is not a GEMV."""
+    torch._dynamo.reset()
+    freq = torch.randn(1, 1)  # one row: the decision reads N
+    compiled = torch.compile(lambda pos: (freq @ pos).cos(), backend="aot_eager_decomp_partition", dynamic=True)
+    with gemv.gemv_as_reduction(), torch.no_grad():
+        for tokens in (64, 100):
+            pos = torch.randn(1, tokens)
+            torch._dynamo.mark_dynamic(pos, 1)
+            torch.testing.assert_close(compiled(pos), (freq @ pos).cos())
+    assert gemv.gemv_count() == cpu_counts  # N unknown: the original GEMM
+    torch._dynamo.reset()

@@ -58,18 +58,21 @@ def _static_one(size: Any) -> bool:
 
 
 def _static_int(size: Any) -> int | None:
-    try:
-        return int(size)
-    except (TypeError, ValueError):  # a symbolic size: no decision
-        return None
+    """``size`` as an int when it is a constant; None when symbolic (``int()`` of a SymInt would specialise the
+    graph on its current value: a prefill's token count marked dynamic then fails Dynamo's constraint check)."""
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+    return int(size) if is_concrete_int(size) else None
 
 
 def _gemv_shape(a: Any, b: Any) -> tuple[int, int, str] | None:
     """(n, k, B's layout) when ``a @ b`` has one static row on CUDA, else None."""
     if a.device.type not in DEVICES or a.dim() != 2 or b.dim() != 2 or a.dtype != b.dtype:
         return None
+    if not _static_one(a.shape[0]):
+        return None
     k, n = _static_int(a.shape[1]), _static_int(b.shape[1])
-    if k is None or n is None or not _static_one(a.shape[0]):
+    if k is None or n is None:
         return None
     return n, k, "col" if _static_int(b.stride(0)) == 1 and n > 1 else "row"
 
