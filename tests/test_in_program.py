@@ -184,6 +184,40 @@ def test_timing_lock_is_exclusive_across_open_files(tmp_path, monkeypatch):
         assert held.file is None
 
 
+def test_inductor_benchmarks_take_turns_with_other_lanes_timings(tmp_path, monkeypatch):
+    """Under ``benchmarks_take_turns`` an autotuning benchmark holds the GPU lock (another lane cannot time
+    meanwhile), a timing that benchmarks inside it locks once, and the benchmarker is restored on exit."""
+    import fcntl
+
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    from benchmarks.zoo.worker import GPU_LOCK_ENV, benchmarks_take_turns, timing_lock
+
+    lock_path = tmp_path / "gpu.lock"
+    monkeypatch.setenv(GPU_LOCK_ENV, str(lock_path))
+    held = []
+
+    def other_lane_can_time() -> bool:
+        with open(lock_path, "a") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            fcntl.flock(other, fcntl.LOCK_UN)
+            return True
+
+    monkeypatch.setattr(type(benchmarker), "benchmark_gpu", lambda self, fn, **kw: held.append(other_lane_can_time()))
+    with benchmarks_take_turns():
+        benchmarker.benchmark_gpu(lambda: None)
+        with timing_lock():  # a timed step that benchmarks: the nested hold does not wait on itself
+            benchmarker.benchmark_gpu(lambda: None)
+        assert other_lane_can_time()
+    assert held == [False, False]
+    assert "benchmark_gpu" not in vars(benchmarker)  # the class's method again
+    benchmarker.benchmark_gpu(lambda: None)
+    assert held[-1] is True
+
+
 def test_a_paired_record_stands_for_base_and_flip_runs():
     from collectors.in_program.agreement import agreement, paired_as_runs
 

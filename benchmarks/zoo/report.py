@@ -261,7 +261,8 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
               f"{', '.join(CALLED_PEERS)} (the stock modes with CUDA graph trees), which are never replayed in an "
               "outer graph. Geomeans count a mode's correct runs only; a mode run several times (separate processes) "
               "counts by its median. Records with lanes_per_gpu > 1 compiled while other runs compiled on the same "
-              "host (their timings never overlapped).", "",
+              "host; their timings never overlapped one another, and where the record says benchmarks_took_turns "
+              "no other run's autotuning benchmark ran on the GPU during them either.", "",
               "## Summary per mode", "",
               "| mode | geomean speed vs plain | geomean vs best stock (timed alike) | min vs best stock | models | "
               "geomean as called vs best trees | min as called | models | geomean compile vs plain | "

@@ -218,7 +218,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--lanes", default="auto", help="GPUs to use in parallel (auto: all visible)")
     p.add_argument("--lanes-per-gpu", type=int, default=1,
-                   help="workers per GPU: their compiles overlap, their timings take turns (a lock per GPU); "
+                   help="workers per GPU: their compiles overlap, their timings and autotuning benchmarks take turns "
+                        "(a lock per GPU); "
                         "compile times then include the contention (records say lanes_per_gpu)")
     p.add_argument("--repeats", type=int, default=50)
     p.add_argument("--run-timeout", type=float, default=240.0, help="seconds per (model, mode) run")

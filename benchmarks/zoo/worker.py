@@ -10,8 +10,10 @@ compile time is what a user sees on a first run. Any exception becomes status "e
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import fcntl
+import functools
 import json
 import logging
 import math
@@ -21,6 +23,7 @@ import sys
 import time
 import traceback
 import warnings
+from collections.abc import Iterator
 from contextlib import nullcontext
 from datetime import datetime, timezone
 from importlib import metadata
@@ -70,25 +73,66 @@ def environment() -> dict[str, Any]:
             "timm": _version("timm"), "python": platform.python_version(), **tf32}
 
 
-# A file that parallel runs lock while they time (in_program.py --lanes): compiles overlap, timings never do.
+# A file that parallel runs lock while they use the GPU (in_program.py --lanes, --lanes-per-gpu): their compiles
+# overlap on the host; their timings, and the autotuning benchmarks of their compiles, take turns on the GPU.
 GPU_LOCK_ENV = "ZOO_GPU_LOCK"
 LANES_PER_GPU_ENV = "ZOO_LANES_PER_GPU"
+_HELD = {"depth": 0, "file": None}  # re-entrant within this process: a benchmark inside a timed step locks once
 
 
 class timing_lock:
-    """Exclusive hold of ``$ZOO_GPU_LOCK`` (a no-op when unset) for the timed part of a run."""
+    """Exclusive hold of ``$ZOO_GPU_LOCK`` (a no-op when unset) while this process uses the GPU for a measurement.
+    Re-entrant: nested holds in one process share the outer one."""
 
     def __enter__(self) -> "timing_lock":
         path = os.environ.get(GPU_LOCK_ENV)
-        self.file = open(path, "a") if path else None  # noqa: SIM115 -- closed in __exit__
-        if self.file:
-            fcntl.flock(self.file, fcntl.LOCK_EX)
+        if path and _HELD["depth"] == 0:
+            _HELD["file"] = open(path, "a")  # noqa: SIM115 -- closed when the outermost hold ends
+            fcntl.flock(_HELD["file"], fcntl.LOCK_EX)
+        if path:
+            _HELD["depth"] += 1
+        self.file = _HELD["file"] if path else None
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self.file:
+        if not self.file:
+            return
+        _HELD["depth"] -= 1
+        if _HELD["depth"] == 0:
             fcntl.flock(self.file, fcntl.LOCK_UN)
             self.file.close()
+            _HELD["file"] = None
+
+
+@contextlib.contextmanager
+def benchmarks_take_turns() -> Iterator[None]:
+    """While active, every GPU benchmark Inductor runs (max-autotune's choices, coordinate descent, a Triton
+    kernel's configs) holds ``timing_lock``: another lane's timing on the same GPU never overlaps it. Without
+    ``$ZOO_GPU_LOCK``: nothing changes."""
+    if not os.environ.get(GPU_LOCK_ENV):
+        yield
+        return
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    def in_turn(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def benchmark(*args: Any, **kwargs: Any) -> Any:
+            with timing_lock():
+                return original(*args, **kwargs)
+        return benchmark
+
+    names = [n for n in ("benchmark_gpu", "benchmark_gpu_with_cuda_graph") if hasattr(benchmarker, n)]
+    own = {n: vars(benchmarker)[n] for n in names if n in vars(benchmarker)}  # usually none: class methods
+    try:
+        for n in names:
+            setattr(benchmarker, n, in_turn(getattr(benchmarker, n)))
+        yield
+    finally:
+        for n in names:
+            if n in own:
+                setattr(benchmarker, n, own[n])
+            else:
+                delattr(benchmarker, n)
 
 
 def _sync(device: torch.device) -> None:
@@ -327,7 +371,9 @@ def run(model: str, mode_text: str, repeats: int = 50) -> dict[str, Any]:
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         record["device"] = device.type
         record["lanes_per_gpu"] = int(os.environ.get(LANES_PER_GPU_ENV, "1"))  # >1: compiles overlapped
-        measure(record, zm, mode, repeats, device)
+        record["benchmarks_took_turns"] = bool(os.environ.get(GPU_LOCK_ENV))  # with other lanes' timings
+        with benchmarks_take_turns():
+            measure(record, zm, mode, repeats, device)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a record
         traceback.print_exc()
         record.update(status="error", error=one_line(exc))
