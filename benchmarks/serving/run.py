@@ -13,10 +13,12 @@ budget keeps the sizes it finished). --budget-s: no run starts after it, and run
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -129,6 +131,7 @@ def launch(args: argparse.Namespace, job: tuple[str, str, str, str], device: str
     log = args.out / "logs" / f"{model}__{phase}__{mode}{chunk}.log"
     cmd = [sys.executable, "-m", "benchmarks.serving.worker", "--model", model, "--phase", phase, "--mode", mode,
            "--sizes", sizes, "--repeats", str(args.repeats), "--json-out", str(tmp / "records.json")]
+
     def written() -> list[dict[str, Any]]:  # the worker writes its records after every size
         try:
             return json.loads((tmp / "records.json").read_text())
@@ -137,9 +140,14 @@ def launch(args: argparse.Namespace, job: tuple[str, str, str, str], device: str
 
     try:
         with open(log, "w") as out:
+            # its own process group: a timeout kills Inductor's compile workers with it
+            proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, process_group=0)
             try:
-                subprocess.run(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=max(timeout, 1))
+                proc.wait(timeout=max(timeout, 1))
             except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
                 # a static mode keeps the sizes it finished; a dynamic mode's compile_s needs every size
                 finished = written() if mode.endswith("-static") else []
                 if timeout < args.run_timeout:
