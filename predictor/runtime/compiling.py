@@ -154,8 +154,8 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     compile for users who accept one.
     ``size_ranges``: under ``dynamic=True``, each GEMM whose M is symbolic gets one kernel per range of M (2-16,
     17-64, 65-256; cuBLAS above), chosen by the model and dispatched on the actual M (``runtime.size_ranges``;
-    such graphs run without CUDA graph trees). Off by default: in the H100 serving runs it lost to the default (cuBLAS at every
-    symbolic M; docs/DYNAMIC.md).
+    such graphs run without CUDA graph trees). Off by default: in the H100 serving runs it lost to the default,
+    which keeps cuBLAS at every symbolic M (docs/DYNAMIC.md).
     ``options``: extra Inductor options, applied over the recommended ones. Anything else goes to ``torch.compile``
     (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).
 
