@@ -184,6 +184,16 @@ def test_summarize_compares_every_mode_with_the_best_stock_mode_timed_alike():
     assert "**timeout**" in md and "Best stock mode timed alike: ma-no-cudagraphs; as called: max-autotune" in md
 
 
+def test_a_timing_that_spread_over_a_tenth_of_its_median_is_listed_as_noisy():
+    calm = {**_rec("a", "plain", 10.0, 2.0), "step_ms_p10": 1.98, "step_ms_p90": 2.05}
+    spoiled = {**_rec("a", "hook", 10.0, 2.0), "step_ms_p10": 1.9, "step_ms_p90": 2.4}  # 25% of the median
+    failed = {**_rec("b", "hook", 10.0, None, "timeout"), "step_ms_p10": 1.0, "step_ms_p90": 9.0}
+    assert report.noisy([calm, spoiled, failed]) == ["a `hook` (25%)"]
+    md = report.markdown([calm, spoiled], report.summarize([calm, spoiled]), [])
+    assert "rerun before reading them): a `hook` (25%)." in md
+    assert "rerun before reading them): none." in report.markdown([calm], report.summarize([calm]), [])
+
+
 def test_older_records_without_called_ms_count_by_their_direct_calls():
     old = [{**_rec("a", "max-autotune", 40.0, 0.5, timing="cudagraph-trees"), "called_ms": None},
            {**_rec("a", "hook", 10.0, 0.4), "called_ms": None, "eager_launch_ms": 1.0}]

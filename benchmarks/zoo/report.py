@@ -246,6 +246,20 @@ def _versions(records: list[dict[str, Any]], key: str) -> str:
     return ", ".join(values) or "-"
 
 
+NOISY_SPREAD = 0.10  # p10-p90 of one run's timings over its median: above it, something else ran on the GPU
+
+
+def noisy(records: list[dict[str, Any]]) -> list[str]:
+    """``model mode (spread)`` for each ok record whose timings spread over ``NOISY_SPREAD`` of their median: a
+    figure to rerun before it is read (another run's GPU work during the timing, clocks changing)."""
+    out = []
+    for r in records:
+        p10, p90, median = r.get("step_ms_p10"), r.get("step_ms_p90"), r.get("step_ms")
+        if r.get("status") == "ok" and p10 and p90 and median and (p90 - p10) / median > NOISY_SPREAD:
+            out.append(f"{r['model']} `{r['mode']}` ({(p90 - p10) / median:.0%})")
+    return out
+
+
 def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: list[str]) -> str:
     """results.md: header, summary per mode, one table per model."""
     lines = ["# Model zoo: compile time and step time per mode", "",
@@ -275,6 +289,9 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
                      f"{_f(s['min_called_vs_best'], '.3f')} | {s['models_called']} | "
                      f"{_f(s['geomean_compile_vs_plain'], '.2f', 'x')} | {_f(s['max_compile_vs_plain'], '.2f', 'x')}"
                      f" | {s['not_ok']} |")
+    spread = noisy(records)
+    lines += ["", f"Noisy timings (p10-p90 over {NOISY_SPREAD:.0%} of the median; rerun before reading them): "
+              + (", ".join(spread) if spread else "none") + "."]
     if "hook" in summary["mode_order"]:
         lines += ["", "## `hook` by group", "", "Held-out sets: architectures added after the policy of their day was "
                   "fixed and never used to tune anything (`models.ZooModel.held_out_set`).", "",
