@@ -66,6 +66,8 @@ def test_report_compares_hook_dynamic_with_the_best_peer_at_each_size():
     t = report.table(ranged)[("tiny", "decode")]
     assert t["vs_best"]["hook-ranges-dynamic"] == {1: 1.0, 8: 1.0}
     assert "`hook-ranges-dynamic`: geomean over sizes vs plain-dynamic 1.414" in report.markdown(ranged)
+    spoiled = records + [{**rec("plain-static", 8, 2.0), "step_ms_p10": 1.8, "step_ms_p90": 2.6}]
+    assert "rerun before reading them): tiny decode 8 `plain-static` (40%)." in report.markdown(spoiled)
 
 
 def test_pending_runs_a_dynamic_mode_whole_and_a_static_modes_missing_sizes_in_chunks():

@@ -256,7 +256,8 @@ def noisy(records: list[dict[str, Any]]) -> list[str]:
     for r in records:
         p10, p90, median = r.get("step_ms_p10"), r.get("step_ms_p90"), r.get("step_ms")
         if r.get("status") == "ok" and p10 and p90 and median and (p90 - p10) / median > NOISY_SPREAD:
-            out.append(f"{r['model']} `{r['mode']}` ({(p90 - p10) / median:.0%})")
+            where = f" {r['phase']} {r['size']}" if "size" in r else ""  # a serving record: one size of a phase
+            out.append(f"{r['model']}{where} `{r['mode']}` ({(p90 - p10) / median:.0%})")
     return out
 
 
