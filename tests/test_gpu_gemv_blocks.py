@@ -81,3 +81,35 @@ def test_other_reductions_keep_inductors_heuristic():
     out, code, seen = _compiled_code(lambda a: a.float().pow(2).mean(-1), x, choose=lambda kernel: [X8])
     assert seen == [] and "fixed_config" not in code
     torch.testing.assert_close(out, x.float().pow(2).mean(-1))
+
+
+def test_a_prefill_with_its_token_count_marked_dynamic_compiles_once_under_predictor_compile():
+    """A rotary embedding's GEMM is (positions, 1) x (1, tokens) and the vocabulary head one row: with the token
+    count marked dynamic, one graph serves every length (the GEMV rule must not specialise the width)."""
+    import predictor
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    freq = torch.randn(1, 32, 1, device="cuda")
+    one = torch.randn(1, 1, device="cuda")
+    head = torch.randn(512, 64, device="cuda", dtype=torch.bfloat16)
+
+    def prefill(pos, h):
+        angles = (freq @ pos[:, None, :]).transpose(1, 2)  # (1, tokens, 32), as Llama writes it
+        scale = (one @ pos)[..., None]  # (1, 1) x (1, tokens): one row of a symbolic width
+        last = (h * (angles.cos().repeat(1, 1, 2) * scale).to(h.dtype))[:, -1, :]
+        return F.linear(last, head)  # the head: one row
+
+    compiled = predictor.compile(prefill, dynamic=True, cudagraphs=False)
+    try:
+        with torch.no_grad():
+            for tokens in (48, 100, 333):
+                pos = torch.arange(tokens, device="cuda", dtype=torch.float32)[None].clone()
+                h = torch.randn(1, tokens, 64, device="cuda", dtype=torch.bfloat16)
+                torch._dynamo.mark_dynamic(pos, 1)
+                torch._dynamo.mark_dynamic(h, 1)
+                out, ref = compiled(pos, h).float(), prefill(pos, h).float()
+                assert ((out - ref).norm() / ref.norm()).item() < 2e-2, tokens
+        assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+    finally:
+        predictor.uninstall()
