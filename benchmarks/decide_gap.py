@@ -1,6 +1,7 @@
 """Calibrate ``predictor.runtime.policy.DECIDE_MIN_GAP``: how far must the model's favourite Triton kernel lead cuBLAS?
 
     python -m benchmarks.decide_gap --model models/h200-default-lgbm --dataset datasets/nvidia-h200/default.parquet
+    python -m benchmarks.decide_gap --model models/h100-default-lgbm --dataset datasets/nvidia-h100/default.parquet --m-range 2-16
 
 On the model's held-out problem groups (shapes it never trained on), for every problem with an aten candidate:
 the score gap between the model's favourite and the best aten candidate, and the true time ratio (aten / favourite).
@@ -34,7 +35,8 @@ def per_problem(rows: pd.DataFrame) -> pd.DataFrame:
                                                                   "op", "layout_b"]]
     aten = rows[rows.aten]
     aten = aten.loc[aten.groupby("problem_id").score.idxmax(), ["problem_id", "score", "time_us"]]
-    out = other.merge(aten, on="problem_id", suffixes=("", "_aten")).merge(best, on="problem_id")
+    m = rows.groupby("problem_id").m.first()
+    out = other.merge(aten, on="problem_id", suffixes=("", "_aten")).merge(best, on="problem_id").merge(m, on="problem_id")
     out["gap"] = out.score - out.score_aten
     out["aten_over_fav"] = out.time_us_aten / out.time_us
     return out
@@ -57,11 +59,24 @@ def table(p: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
+def _m_range(parser: argparse.ArgumentParser, text: str | None) -> tuple[int, int] | None:
+    """``LO-HI`` -> (LO, HI); a one-line parser error naming the value otherwise."""
+    if text is None:
+        return None
+    lo, sep, hi = text.partition("-")
+    if not (sep and lo.isdigit() and hi.isdigit() and int(lo) <= int(hi)):
+        parser.error(f"--m-range {text!r}: expected LO-HI with LO <= HI, e.g. 2-16")
+    return int(lo), int(hi)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="models/h200-default-lgbm", help="a model trained with a held-out split")
     parser.add_argument("--dataset", default="datasets/nvidia-h200/default.parquet")
+    parser.add_argument("--m-range", default=None, metavar="LO-HI",
+                        help="only problems with LO <= M <= HI (e.g. 2-16: a decoder's small batches)")
     args = parser.parse_args(argv)
+    m_range = _m_range(parser, args.m_range)
     ranker, meta = load_model(args.model)
     groups = recorded_test_groups(meta)
     if not groups:
@@ -70,6 +85,10 @@ def main(argv: list[str] | None = None) -> None:
     rows = rows[in_groups(rows, groups) & (rows.status == "ok")].reset_index(drop=True)
     rows["score"] = ranker.score(rows, DeviceInfo.from_metadata(meta))
     p = per_problem(rows)
+    if m_range is not None:
+        p = p[p.m.between(*m_range)]
+        if p.empty:
+            parser.error(f"--m-range {args.m_range}: no held-out problem has M in that range")
     print(f"{args.model} on {len(p)} held-out problems of {args.dataset} ({(p.gap >= 0).sum()} favour non-aten)")
     print(table(p).to_string(index=False))
     for dtype, g in p.groupby("dtype"):
