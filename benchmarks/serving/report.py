@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from benchmarks.zoo.report import NOISY_SPREAD, noisy
+from benchmarks.zoo.report import noisy_line
 
 from . import models
 
@@ -79,9 +79,7 @@ def markdown(records: list[dict[str, Any]]) -> str:
                          f"{'-' if worst is None else f'{worst:.3f}'}; compile vs plain-dynamic "
                          f"{'-' if compile_ratio is None else f'{compile_ratio:.2f}x'}.")
         lines.append("")
-    spread = noisy(records)
-    lines += [f"Noisy timings (p10-p90 over {NOISY_SPREAD:.0%} of the median; rerun before reading them): "
-              + (", ".join(spread) if spread else "none") + ".", ""]
+    lines += [noisy_line(records, lambda r: f"{r['model']} {r['phase']} {r['size']} `{r['mode']}`"), ""]
     failed = [r for r in records if r.get("status") != "ok"]
     if failed:
         lines += ["## Not ok", ""] + [f"- {r['model']} {r['phase']} {r['mode']} size {r['size']}: {r.get('status')} "

@@ -22,7 +22,7 @@ import logging
 import math
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 log = logging.getLogger("zoo.report")
 TIMED = ("ok", "wrong")
@@ -249,16 +249,26 @@ def _versions(records: list[dict[str, Any]], key: str) -> str:
 NOISY_SPREAD = 0.10  # p10-p90 of one run's timings over its median: above it, something else ran on the GPU
 
 
-def noisy(records: list[dict[str, Any]]) -> list[str]:
-    """``model mode (spread)`` for each ok record whose timings spread over ``NOISY_SPREAD`` of their median: a
-    figure to rerun before it is read (another run's GPU work during the timing, clocks changing)."""
+def _model_mode(r: dict[str, Any]) -> str:
+    return f"{r['model']} `{r['mode']}`"
+
+
+def noisy(records: list[dict[str, Any]], label: Callable[[dict[str, Any]], str] = _model_mode) -> list[str]:
+    """``label (spread)`` for each ok record whose timings spread over ``NOISY_SPREAD`` of their median: a figure to
+    rerun before it is read (another run's GPU work during the timing, clocks changing)."""
     out = []
     for r in records:
         p10, p90, median = r.get("step_ms_p10"), r.get("step_ms_p90"), r.get("step_ms")
         if r.get("status") == "ok" and p10 and p90 and median and (p90 - p10) / median > NOISY_SPREAD:
-            where = f" {r['phase']} {r['size']}" if "size" in r else ""  # a serving record: one size of a phase
-            out.append(f"{r['model']}{where} `{r['mode']}` ({(p90 - p10) / median:.0%})")
+            out.append(f"{label(r)} ({(p90 - p10) / median:.0%})")
     return out
+
+
+def noisy_line(records: list[dict[str, Any]], label: Callable[[dict[str, Any]], str] = _model_mode) -> str:
+    """The reports' sentence listing the ``noisy`` records."""
+    spread = noisy(records, label)
+    return (f"Noisy timings (p10-p90 over {NOISY_SPREAD:.0%} of the median; rerun before reading them): "
+            + (", ".join(spread) if spread else "none") + ".")
 
 
 def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: list[str]) -> str:
@@ -290,9 +300,7 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
                      f"{_f(s['min_called_vs_best'], '.3f')} | {s['models_called']} | "
                      f"{_f(s['geomean_compile_vs_plain'], '.2f', 'x')} | {_f(s['max_compile_vs_plain'], '.2f', 'x')}"
                      f" | {s['not_ok']} |")
-    spread = noisy(records)
-    lines += ["", f"Noisy timings (p10-p90 over {NOISY_SPREAD:.0%} of the median; rerun before reading them): "
-              + (", ".join(spread) if spread else "none") + "."]
+    lines += ["", noisy_line(records)]
     if "hook" in summary["mode_order"]:
         lines += ["", "## `hook` by group", "", "Held-out sets: architectures added after the policy of their day was "
                   "fixed and never used to tune anything (`models.ZooModel.held_out_set`).", "",

@@ -114,6 +114,8 @@ def benchmarks_take_turns() -> Iterator[None]:
         return
     from torch._inductor.runtime.benchmarking import benchmarker
 
+    from predictor.runtime.table_patch import wrapped_attribute
+
     def in_turn(original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def benchmark(*args: Any, **kwargs: Any) -> Any:
@@ -121,18 +123,12 @@ def benchmarks_take_turns() -> Iterator[None]:
                 return original(*args, **kwargs)
         return benchmark
 
-    names = [n for n in ("benchmark_gpu", "benchmark_gpu_with_cuda_graph") if hasattr(benchmarker, n)]
-    own = {n: vars(benchmarker)[n] for n in names if n in vars(benchmarker)}  # usually none: class methods
-    try:
-        for n in names:
-            setattr(benchmarker, n, in_turn(getattr(benchmarker, n)))
+    kind = type(benchmarker)  # the methods of the benchmarker Inductor uses, restored on exit
+    with contextlib.ExitStack() as stack:
+        for name in ("benchmark_gpu", "benchmark_gpu_with_cuda_graph"):
+            if hasattr(kind, name):
+                stack.enter_context(wrapped_attribute(kind, name, in_turn, "zoo_gpu_turns"))
         yield
-    finally:
-        for n in names:
-            if n in own:
-                setattr(benchmarker, n, own[n])
-            else:
-                delattr(benchmarker, n)
 
 
 def _sync(device: torch.device) -> None:
