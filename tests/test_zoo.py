@@ -61,6 +61,8 @@ def test_kernel_census():
     assert g["other"]["count"] == 2 and math.isclose(g["vendor_gemm"]["share"], 0.4)
     assert c["kernels"] == 7 and c["top"][0][0].startswith("nvjet")
     assert "gemm 2 (40%)" in report.census_cell(c)
+    twice = report.census([("triton_poi_fused_add_0", 2.0), ("nvjet_a", 3.0), ("triton_poi_fused_add_0", 2.5)])
+    assert twice["by_name"] == [["triton_poi_fused_add_0", 2, 4.5], ["nvjet_a", 1, 3.0]]
 
 
 def _worker(tmp_path, model, mode="plain"):
@@ -225,6 +227,12 @@ def test_repeated_runs_count_by_their_medians(tmp_path):
                                                                    ("plain", 2.4)]
     assert run.main(argv) == 0 and len(json.loads((out / "results.json").read_text())) == 4  # resumed: kept
     assert "2 runs: 2.000-2.400" in (out / "results.md").read_text()
+    only = tmp_path / "report-only"  # a report pooling another order's runs, leaving results.json as it was
+    only.mkdir()
+    (only / "results.json").write_text(paths[0].read_text())
+    assert run.main(["--out", str(only), "--add-runs", str(paths[1]), "--report-only"]) == 0
+    assert "2 runs: 2.000-2.400" in (only / "results.md").read_text()
+    assert (only / "results.json").read_text() == paths[0].read_text()
 
 
 def test_tolerances_cover_dtypes():

@@ -203,8 +203,13 @@ def classify_kernel(name: str) -> str:
     return "other"
 
 
+# kernels kept by name in a census: enough to tell two modes' steps apart kernel by kernel
+BY_NAME_KEPT = 80
+
+
 def census(kernels: list[tuple[str, float]]) -> dict[str, Any]:
-    """Counts and GPU-time shares per group of (kernel name, us) pairs, plus the 5 longest kernels."""
+    """Counts and GPU-time shares per group of (kernel name, us) pairs, the 5 longest kernels, and launches and
+    time per kernel name (``by_name``, the ``BY_NAME_KEPT`` longest in total: which kernels differ between modes)."""
     total = sum(us for _, us in kernels) or 1.0
     groups = {g: {"count": 0, "us": 0.0, "share": 0.0} for g in ("vendor_gemm", "triton_template", "triton",
                                                                   "other")}
@@ -215,8 +220,15 @@ def census(kernels: list[tuple[str, float]]) -> dict[str, Any]:
     for g in groups.values():
         g["share"] = g["us"] / total
     top = sorted(kernels, key=lambda k: -k[1])[:5]
+    by_name: dict[str, list[float]] = {}
+    for name, us in kernels:
+        entry = by_name.setdefault(name[:120], [0, 0.0])
+        entry[0] += 1
+        entry[1] += us
+    named = sorted(by_name.items(), key=lambda item: -item[1][1])[:BY_NAME_KEPT]
     return {"kernels": len(kernels), "total_us": sum(us for _, us in kernels), "groups": groups,
-            "top": [[n[:120], round(us, 2)] for n, us in top]}
+            "top": [[n[:120], round(us, 2)] for n, us in top],
+            "by_name": [[name, count, round(us, 2)] for name, (count, us) in named]}
 
 
 def _f(v: Any, fmt: str = ".2f", suffix: str = "") -> str:

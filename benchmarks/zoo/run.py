@@ -229,7 +229,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="add every run in this results.json as a repeat beside the runs of the same model and mode "
                         "(separate processes, e.g. the other order); the report counts their medians")
     p.add_argument("--retry-failed", action="store_true", help="rerun pairs recorded as error or timeout")
-    p.add_argument("--report-only", action="store_true", help="only rewrite results.md and the plot")
+    p.add_argument("--report-only", action="store_true",
+                   help="only rewrite results.md and the plot (with --add-runs: those runs pooled in, results.json "
+                        "unchanged)")
     return p.parse_args(argv)
 
 
@@ -280,7 +282,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.report_only:
         if not results.exists():
             raise ZooError(f"--report-only: no {results}")
-        report.write_report(load_records(results), out)
+        added = [r for path in args.add_runs for r in load_records(path)]  # pooled in the report only
+        report.write_report(load_records(results) + added, out)
         return 0
     if args.lanes_per_gpu < 1:
         raise ZooError(f"--lanes-per-gpu {args.lanes_per_gpu}: expected 1 or more")
