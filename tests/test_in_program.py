@@ -257,3 +257,44 @@ def test_batched_step_time_is_the_mean_of_back_to_back_calls():
     calls = []
     ms = batched_step_ms(lambda: (calls.append(1), time.sleep(0.002)), 5, torch.device("cpu"))
     assert len(calls) == 5 and 2.0 <= ms < 10.0
+
+
+
+def test_a_runs_model_build_and_eager_reference_take_turns_with_other_lanes(tmp_path, monkeypatch):
+    """Building the model and its eager reference run on the GPU outside any compile: they hold the lock, so they
+    never overlap another lane's timing or autotuning benchmark; the compile after them does not hold it."""
+    import dataclasses
+    import fcntl
+
+    import torch
+
+    from benchmarks.zoo import models, modes, worker
+
+    lock_path = tmp_path / "gpu.lock"
+    monkeypatch.setenv(worker.GPU_LOCK_ENV, str(lock_path))
+    seen = {}
+
+    def other_lane_can_time() -> bool:
+        with open(lock_path, "a") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            fcntl.flock(other, fcntl.LOCK_UN)
+            return True
+
+    tiny = models.get("tiny-mlp")
+
+    def build(device):
+        seen["build"] = other_lane_can_time()
+        return tiny.build(device)
+
+    def compile_(self, module):
+        seen["compile"] = other_lane_can_time()
+        return module  # eager: the step runs as built
+
+    monkeypatch.setattr(modes.Mode, "compile", compile_)
+    record = dict.fromkeys(worker.RECORD_KEYS)
+    worker.measure(record, dataclasses.replace(tiny, build=build), modes.parse_mode("plain"), 3, torch.device("cpu"))
+    assert seen == {"build": False, "compile": True}
+    assert record["step_ms"] > 0 and record["correct"] is True

@@ -223,7 +223,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "compile times then include the contention (records say lanes_per_gpu)")
     p.add_argument("--repeats", type=int, default=50)
     p.add_argument("--run-timeout", type=float, default=240.0, help="seconds per (model, mode) run")
-    p.add_argument("--budget-s", type=float, default=None, help="start no run after this many seconds")
+    p.add_argument("--budget-s", type=float, default=None, help="a hard deadline in seconds: no run starts after it, and runs still going are stopped there and "
+                        "left unrecorded (the next call redoes them)")
     p.add_argument("--resume-from", type=Path, help="seed the results with an earlier results.json")
     p.add_argument("--add-runs", type=Path, action="append", default=[], metavar="RESULTS",
                    help="add every run in this results.json as a repeat beside the runs of the same model and mode "
