@@ -227,6 +227,10 @@ def test_repeated_runs_count_by_their_medians(tmp_path):
                                                                    ("plain", 2.4)]
     assert run.main(argv) == 0 and len(json.loads((out / "results.json").read_text())) == 4  # resumed: kept
     assert "2 runs: 2.000-2.400" in (out / "results.md").read_text()
+    assert report.between_runs_line(first + second) == ("Between runs (separate processes of one model and mode, 2 "
+                                                         "such): step times differ by 21.1% at the median, 22.2% at "
+                                                         "most (a `hook`).")
+    assert report.between_runs_line(first) == ""  # nothing ran twice: no sentence
     only = tmp_path / "report-only"  # a report pooling another order's runs, leaving results.json as it was
     only.mkdir()
     (only / "results.json").write_text(paths[0].read_text())

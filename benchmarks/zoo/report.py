@@ -283,6 +283,22 @@ def noisy_line(records: list[dict[str, Any]], label: Callable[[dict[str, Any]], 
             + (", ".join(spread) if spread else "none") + ".")
 
 
+def between_runs_line(records: list[dict[str, Any]]) -> str:
+    """The reports' sentence on how far separate runs of one model and mode (repeats, the other order) differ:
+    max/min - 1 of their step times, the median over such pairs and the largest, or "" when nothing ran twice.
+    Why: within one run the p10-p90 spread is small, but each process compiles (and autotunes) anew."""
+    steps: dict[tuple[str, str], list[float]] = {}
+    for r in records:
+        if r.get("status") in TIMED and r.get("step_ms"):
+            steps.setdefault((r["model"], r["mode"]), []).append(r["step_ms"])
+    spreads = sorted((max(v) / min(v) - 1, key) for key, v in steps.items() if len(v) > 1)
+    if not spreads:
+        return ""
+    worst, (model, mode) = spreads[-1]
+    return (f"Between runs (separate processes of one model and mode, {len(spreads)} such): step times differ by "
+            f"{statistics.median(s for s, _ in spreads):.1%} at the median, {worst:.1%} at most ({model} `{mode}`).")
+
+
 def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: list[str]) -> str:
     """results.md: header, summary per mode, one table per model."""
     lines = ["# Model zoo: compile time and step time per mode", "",
@@ -313,6 +329,8 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
                      f"{_f(s['geomean_compile_vs_plain'], '.2f', 'x')} | {_f(s['max_compile_vs_plain'], '.2f', 'x')}"
                      f" | {s['not_ok']} |")
     lines += ["", noisy_line(records)]
+    if between_runs_line(records):
+        lines += ["", between_runs_line(records)]
     if "hook" in summary["mode_order"]:
         lines += ["", "## `hook` by group", "", "Held-out sets: architectures added after the policy of their day was "
                   "fixed and never used to tune anything (`models.ZooModel.held_out_set`).", "",
