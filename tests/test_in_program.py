@@ -167,6 +167,19 @@ def test_runner_end_to_end_on_cpu_and_resumes(tmp_path):
     assert json.loads((tmp_path / "results.json").read_text()) == records
 
 
+def _lock_is_free(lock_path) -> bool:
+    """Whether another lane (another open file) could take the GPU lock now."""
+    import fcntl
+
+    with open(lock_path, "a") as other:
+        try:
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(other, fcntl.LOCK_UN)
+        return True
+
+
 def test_timing_lock_is_exclusive_across_open_files(tmp_path, monkeypatch):
     import fcntl
 
@@ -187,8 +200,6 @@ def test_timing_lock_is_exclusive_across_open_files(tmp_path, monkeypatch):
 def test_inductor_benchmarks_take_turns_with_other_lanes_timings(tmp_path, monkeypatch):
     """Under ``benchmarks_take_turns`` an autotuning benchmark holds the GPU lock (another lane cannot time
     meanwhile), a timing that benchmarks inside it locks once, and the benchmarker is restored on exit."""
-    import fcntl
-
     from torch._inductor.runtime.benchmarking import benchmarker
 
     from benchmarks.zoo.worker import GPU_LOCK_ENV, benchmarks_take_turns, timing_lock
@@ -198,13 +209,7 @@ def test_inductor_benchmarks_take_turns_with_other_lanes_timings(tmp_path, monke
     held = []
 
     def other_lane_can_time() -> bool:
-        with open(lock_path, "a") as other:
-            try:
-                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False
-            fcntl.flock(other, fcntl.LOCK_UN)
-            return True
+        return _lock_is_free(lock_path)
 
     monkeypatch.setattr(type(benchmarker), "benchmark_gpu", lambda self, fn, **kw: held.append(other_lane_can_time()))
     with benchmarks_take_turns():
@@ -264,7 +269,6 @@ def test_a_runs_model_build_and_eager_reference_take_turns_with_other_lanes(tmp_
     """Building the model and its eager reference run on the GPU outside any compile: they hold the lock, so they
     never overlap another lane's timing or autotuning benchmark; the compile after them does not hold it."""
     import dataclasses
-    import fcntl
 
     import torch
 
@@ -275,13 +279,7 @@ def test_a_runs_model_build_and_eager_reference_take_turns_with_other_lanes(tmp_
     seen = {}
 
     def other_lane_can_time() -> bool:
-        with open(lock_path, "a") as other:
-            try:
-                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False
-            fcntl.flock(other, fcntl.LOCK_UN)
-            return True
+        return _lock_is_free(lock_path)
 
     tiny = models.get("tiny-mlp")
 
