@@ -2,11 +2,15 @@
 
     python -m benchmarks.decide_gap --model models/h200-default-lgbm --dataset datasets/nvidia-h200/default.parquet
     python -m benchmarks.decide_gap --model models/h100-default-lgbm --dataset datasets/nvidia-h100/default.parquet --m-range 2-16
+    python -m benchmarks.decide_gap ... --m-range 2-16 --in-program datasets/nvidia-h100/context.parquet
 
 On the model's held-out problem groups (shapes it never trained on), for every problem with an aten candidate:
 the score gap between the model's favourite and the best aten candidate, and the true time ratio (aten / favourite).
 Prints, per gap threshold, how often a non-aten pick runs > 3% slower than cuBLAS and the "decide" policy's
-oracle (geomean over problems of best time / time of the one kept candidate). CPU only.
+oracle (geomean over problems of best time / time of the one kept candidate). With ``--in-program``, the same
+question asked of whole-step timings: per band of the recorded gap, how often the Triton side of a decision made
+the program faster, and by how much of the step (an in-program dataset such as
+datasets/nvidia-h100/context.parquet; resolved fp16/bf16 rows: float32 mm keeps its own floor). CPU only.
 """
 
 from __future__ import annotations
@@ -59,6 +63,23 @@ def table(p: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
+GAP_BANDS = (-float("inf"), -2.5, 0.0, float("inf"))  # cuBLAS under the shipped gap | taken by the -2.5 gap | favoured
+
+
+def in_program_table(rows: pd.DataFrame, m_range: tuple[int, int] | None = None) -> pd.DataFrame:
+    """Per band of the recorded score gap (``GAP_BANDS``): decisions, how many ran the step faster on the Triton
+    side, and the mean and median ``triton_gain`` (cuBLAS step / Triton step - 1), over resolved fp16/bf16 rows of
+    an in-program dataset with M in ``m_range``."""
+    rows = rows[rows.resolved & rows.dtype.isin(["float16", "bfloat16"])]
+    if m_range is not None:
+        rows = rows[rows.m.between(*m_range)]
+    bands = pd.cut(rows.gap, GAP_BANDS, right=False)
+    out = rows.groupby(bands, observed=False).triton_gain.agg(
+        decisions="size", triton_faster=lambda g: int((g > 0).sum()), mean_gain="mean", median_gain="median")
+    out.index = [f"[{b.left:g}, {b.right:g})" for b in out.index]
+    return out.rename_axis("gap").reset_index().round(3)
+
+
 def _m_range(parser: argparse.ArgumentParser, text: str | None) -> tuple[int, int] | None:
     """``LO-HI`` -> (LO, HI); a one-line parser error naming the value otherwise."""
     if text is None:
@@ -75,6 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dataset", default="datasets/nvidia-h200/default.parquet")
     parser.add_argument("--m-range", default=None, metavar="LO-HI",
                         help="only problems with LO <= M <= HI (e.g. 2-16: a decoder's small batches)")
+    parser.add_argument("--in-program", default=None, metavar="PARQUET",
+                        help="also: whole-step timings of each decision's two sides per gap band (an in-program "
+                             "dataset, e.g. datasets/nvidia-h100/context.parquet)")
     args = parser.parse_args(argv)
     m_range = _m_range(parser, args.m_range)
     ranker, meta = load_model(args.model)
@@ -93,6 +117,13 @@ def main(argv: list[str] | None = None) -> None:
     print(table(p).to_string(index=False))
     for dtype, g in p.groupby("dtype"):
         print(f"  {dtype}: {len(g)} problems, {(g.gap >= 0).sum()} favour non-aten")
+    if args.in_program:
+        try:
+            context = pd.read_parquet(args.in_program)
+        except (OSError, ValueError) as exc:
+            parser.error(f"--in-program {args.in_program}: cannot read it ({exc})")
+        print(f"\nIn the program ({args.in_program}; resolved fp16/bf16 decisions; gain = cuBLAS step / Triton step - 1):")
+        print(in_program_table(context, m_range).to_string(index=False))
 
 
 if __name__ == "__main__":

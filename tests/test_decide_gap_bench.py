@@ -39,3 +39,18 @@ def test_a_bad_m_range_is_a_one_line_error(text, capsys):
         decide_gap.main(["--m-range", text])
     err = capsys.readouterr().err.strip().splitlines()
     assert f"--m-range {text!r}" in err[-1]
+
+
+def test_in_program_decisions_are_counted_per_gap_band():
+    rows = pd.DataFrame([
+        {"m": 8, "dtype": "bfloat16", "gap": -1.0, "triton_gain": 0.05, "resolved": True},
+        {"m": 8, "dtype": "float16", "gap": -2.0, "triton_gain": -0.01, "resolved": True},
+        {"m": 8, "dtype": "bfloat16", "gap": -3.0, "triton_gain": -0.10, "resolved": True},
+        {"m": 8, "dtype": "bfloat16", "gap": 0.5, "triton_gain": 0.02, "resolved": False},  # unresolved: left out
+        {"m": 8, "dtype": "float32", "gap": -1.0, "triton_gain": -0.50, "resolved": True},  # fp32: its own floor
+        {"m": 64, "dtype": "bfloat16", "gap": 1.0, "triton_gain": 0.03, "resolved": True}])
+    t = decide_gap.in_program_table(rows, (2, 16)).set_index("gap")
+    assert list(t.decisions) == [1, 2, 0]
+    assert t.loc["[-2.5, 0)", "triton_faster"] == 1 and math.isclose(t.loc["[-2.5, 0)", "mean_gain"], 0.02)
+    assert t.loc["[-inf, -2.5)", "mean_gain"] == -0.1
+    assert decide_gap.in_program_table(rows).set_index("gap").loc["[0, inf)", "decisions"] == 1  # every M
