@@ -296,3 +296,27 @@ def test_a_runs_model_build_and_eager_reference_take_turns_with_other_lanes(tmp_
     worker.measure(record, dataclasses.replace(tiny, build=build), modes.parse_mode("plain"), 3, torch.device("cpu"))
     assert seen == {"build": False, "compile": True}
     assert record["step_ms"] > 0 and record["correct"] is True
+
+
+def test_the_time_a_run_waits_for_the_lock_is_counted(tmp_path, monkeypatch):
+    """Waiting for another lane's turn adds to ``_HELD["waited"]`` (a compile's share is taken out of its compile
+    time); an uncontended hold adds next to nothing."""
+    import fcntl
+    import threading
+    import time
+
+    from benchmarks.zoo import worker
+
+    lock_path = tmp_path / "gpu.lock"
+    monkeypatch.setenv(worker.GPU_LOCK_ENV, str(lock_path))
+    monkeypatch.setitem(worker._HELD, "waited", 0.0)
+    with worker.timing_lock():
+        pass
+    assert worker._HELD["waited"] < 0.1
+    other = open(lock_path, "a")
+    fcntl.flock(other, fcntl.LOCK_EX)  # another lane is timing
+    threading.Timer(0.3, lambda: (fcntl.flock(other, fcntl.LOCK_UN), other.close())).start()
+    t0 = time.perf_counter()
+    with worker.timing_lock():
+        pass
+    assert 0.25 <= worker._HELD["waited"] <= time.perf_counter() - t0 + 0.01

@@ -33,6 +33,7 @@ def test_one_dynamic_compile_serves_every_size_and_a_rerun_resumes(tmp_path):
     dynamic = [by[("plain-dynamic", s)] for s in (1, 3, 8)]
     assert len({r["compile_s"] for r in dynamic}) == 1  # the one graph's whole compile, over every size
     assert dynamic[-1]["recompiles"] == 1  # size 1 is specialised; 3 and 8 share the dynamic graph
+    assert all(r["compile_waited_s"] == 0.0 for r in records)  # one lane: nothing to wait for
     assert all(by[("plain-static", s)]["recompiles"] == 0 for s in (1, 3, 8))
     md = (tmp_path / "results.md").read_text()
     assert "## tiny, decode" in md and "| `plain-dynamic` |" in md and (tmp_path / "step_vs_size.png").exists()
@@ -59,6 +60,8 @@ def test_report_compares_hook_dynamic_with_the_best_peer_at_each_size():
     assert t["vs_best"] == {"hook-dynamic": {1: 0.5 / 0.8, 8: 2.0 / 1.6}}
     assert t["vs_plain"] == {"hook-dynamic": {1: 1.0 / 0.8, 8: 2.0 / 1.6}}
     assert t["compile"] == {"plain-dynamic": 10.0, "ma-static": 60.0, "hook-dynamic": 12.0}  # static: one per size
+    waited = [{**r, "compile_waited_s": 5.0} if r["mode"] == "ma-static" else r for r in records]
+    assert report.table(waited)[("tiny", "decode")]["compile"]["ma-static"] == 50.0  # other lanes' turns left out
     assert "`hook-dynamic`: geomean over sizes vs plain-dynamic 1.250; worst vs the best peer 0.625; compile vs " \
            "plain-dynamic 1.20x" in report.markdown(records)
     # the per-range mode is compared the same way, beside the default

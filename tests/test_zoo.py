@@ -328,3 +328,14 @@ def test_batch_one_and_mixture_of_experts_entries_build():
     lm = models._hf("AutoModelForCausalLM", config, cpu, torch.float32)
     out = models.HFOut(lm, ("input_ids",), "logits", use_cache=False)(torch.randint(0, 100, (1, 1)))
     assert out.shape == (1, 1, 100) and torch.isfinite(out).all()
+
+
+def test_compile_ratios_leave_out_the_time_spent_waiting_for_other_lanes():
+    """A compile that waited for other lanes' turns on the GPU counts by its own work (``compile_s`` minus
+    ``compile_waited_s``); the wall time stays in the record."""
+    plain = {**_rec("a", "plain", 10.0, 2.0), "compile_waited_s": 0.0}
+    tuned = {**_rec("a", "ma-no-cudagraphs", 70.0, 1.8), "compile_waited_s": 30.0}
+    s = report.summarize([plain, tuned])
+    assert math.isclose(s["models"]["a"]["ma-no-cudagraphs"]["compile_vs_plain"], 4.0)
+    assert report.own_compile(tuned)["compile_wall_s"] == 70.0 and tuned["compile_s"] == 70.0
+    assert report.own_compile(plain) is plain  # nothing waited: unchanged

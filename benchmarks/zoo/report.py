@@ -64,11 +64,22 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "step_ms_max": max(steps), "status": "ok" if ok else timed[-1]["status"]}
 
 
+def own_compile(r: dict[str, Any]) -> dict[str, Any]:
+    """``r`` with ``compile_s`` net of the time its compile waited for other lanes' turns on the GPU
+    (``compile_waited_s``, recorded when lanes share a GPU); the wall time stays as ``compile_wall_s``. Why: an
+    autotuning compile waits for every other lane's timing, so its wall time grows with the lanes, not its work."""
+    waited = r.get("compile_waited_s")
+    if not r.get("compile_s") or not waited:
+        return r
+    return {**r, "compile_wall_s": r["compile_s"], "compile_s": r["compile_s"] - waited}
+
+
 def pooled_records(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(model, mode) -> its runs pooled (``_pooled``), in first-seen order."""
+    """(model, mode) -> its runs pooled (``_pooled``; compile times net of waits, ``own_compile``), in first-seen
+    order."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in records:
-        groups.setdefault((r["model"], r["mode"]), []).append(r)
+        groups.setdefault((r["model"], r["mode"]), []).append(own_compile(r))
     return {key: _pooled(runs) for key, runs in groups.items()}
 
 
@@ -315,7 +326,8 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
               "outer graph. Geomeans count a mode's correct runs only; a mode run several times (separate processes) "
               "counts by its median. Records with lanes_per_gpu > 1 compiled while other runs compiled on the same "
               "host; their timings never overlapped one another, and where the record says benchmarks_took_turns "
-              "no other run's autotuning benchmark ran on the GPU during them either.", "",
+              "no other run's autotuning benchmark ran on the GPU during them either. Where a record says compile_waited_s, "
+              "its compile time leaves out the time its benchmarks waited for the other runs' turns on the GPU.", "",
               "## Summary per mode", "",
               "| mode | geomean speed vs plain | geomean vs best stock (timed alike) | min vs best stock | models | "
               "geomean as called vs best trees | min as called | models | geomean compile vs plain | "
