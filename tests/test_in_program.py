@@ -310,6 +310,7 @@ def test_the_time_a_run_waits_for_the_lock_is_counted(tmp_path, monkeypatch):
     lock_path = tmp_path / "gpu.lock"
     monkeypatch.setenv(worker.GPU_LOCK_ENV, str(lock_path))
     monkeypatch.setitem(worker._HELD, "waited", 0.0)
+    monkeypatch.setenv(worker.WAITED_FILE_ENV, str(tmp_path / "waited_s"))  # what the runner reads
     with worker.timing_lock():
         pass
     assert worker._HELD["waited"] < 0.1
@@ -320,3 +321,5 @@ def test_the_time_a_run_waits_for_the_lock_is_counted(tmp_path, monkeypatch):
     with worker.timing_lock():
         pass
     assert 0.25 <= worker._HELD["waited"] <= time.perf_counter() - t0 + 0.01
+    assert abs(worker.waited_seconds(tmp_path / "waited_s") - worker._HELD["waited"]) < 0.01
+    assert worker.waited_seconds(tmp_path / "missing") == 0.0

@@ -339,3 +339,28 @@ def test_compile_ratios_leave_out_the_time_spent_waiting_for_other_lanes():
     assert math.isclose(s["models"]["a"]["ma-no-cudagraphs"]["compile_vs_plain"], 4.0)
     assert report.own_compile(tuned)["compile_wall_s"] == 70.0 and tuned["compile_s"] == 70.0
     assert report.own_compile(plain) is plain  # nothing waited: unchanged
+
+
+def test_a_run_times_out_on_its_own_time_not_on_its_waits_for_other_lanes(tmp_path):
+    """The run timeout counts wall time less what the worker says it waited for other lanes' turns; the budget's
+    deadline stops it whatever it waited."""
+    import time
+
+    waited = tmp_path / "waited_s"
+
+    def sleeper(seconds: float) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
+
+    slow = sleeper(30)
+    assert run.wait_own_time(slow, 0.3, None, waited, poll_s=0.05) == "timeout"  # no waits: its own 0.3 s ran out
+    slow.kill()
+    slow.wait()
+    waited.write_text("10.0")  # it waited 10 s for other lanes: 1 s of wall time is not its own yet
+    quick = sleeper(1.0)
+    assert run.wait_own_time(quick, 0.5, None, waited, poll_s=0.05) is None
+    slow = sleeper(30)
+    t0 = time.monotonic()
+    assert run.wait_own_time(slow, 60.0, time.monotonic() + 0.3, waited, poll_s=0.05) == "deadline"
+    assert time.monotonic() - t0 < 5
+    slow.kill()
+    slow.wait()

@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.zoo.run import ZooError, lane_devices
-from benchmarks.zoo.worker import GPU_LOCK_ENV, LANES_PER_GPU_ENV, write_json
+from benchmarks.zoo.run import ZooError, lane_devices, wait_own_time
+from benchmarks.zoo.worker import GPU_LOCK_ENV, LANES_PER_GPU_ENV, WAITED_FILE_ENV, waited_seconds, write_json
 
 from . import models, report
 
@@ -54,7 +54,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "include the contention (records say lanes_per_gpu)")
     p.add_argument("--static-chunk", type=int, default=3, help="sizes per worker of a static mode")
     p.add_argument("--repeats", type=int, default=30, help="timed replays per size")
-    p.add_argument("--run-timeout", type=float, default=540.0, help="seconds per (model, phase, mode) run")
+    p.add_argument("--run-timeout", type=float, default=540.0, help="seconds of its own per (model, phase, mode) run: time it "
+                   "waits for other lanes' turns on the GPU does not count")
     p.add_argument("--budget-s", type=float, default=None, help="start no run after this many seconds")
     p.add_argument("--report-only", action="store_true", help="only rewrite results.md and the plot")
     return p.parse_args(argv)
@@ -118,10 +119,10 @@ def launch(args: argparse.Namespace, job: tuple[str, str, str, str], device: str
            deadline: float | None) -> list[dict[str, Any]] | None:
     """One worker -> its records; None when the deadline stopped it (left for the next call)."""
     model, phase, mode, sizes = job
-    timeout = args.run_timeout if deadline is None else min(args.run_timeout, deadline - time.monotonic())
     tmp = Path(tempfile.mkdtemp(prefix="serving-"))
+    waited_file = tmp / "waited_s"
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"), "TRITON_CACHE_DIR": str(tmp / "triton"),
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", WAITED_FILE_ENV: str(waited_file)}
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = device
         if args.lanes_per_gpu > 1:  # lanes sharing a GPU take turns to time; their compiles overlap
@@ -142,19 +143,20 @@ def launch(args: argparse.Namespace, job: tuple[str, str, str, str], device: str
         with open(log, "w") as out:
             # its own process group: a timeout kills Inductor's compile workers with it
             proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, process_group=0)
-            try:
-                proc.wait(timeout=max(timeout, 1))
-            except subprocess.TimeoutExpired:
+            outcome = wait_own_time(proc, args.run_timeout, deadline, waited_file)
+            if outcome is not None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 # a static mode keeps the sizes it finished; a dynamic mode's compile_s needs every size
                 finished = written() if mode.endswith("-static") else []
-                if timeout < args.run_timeout:
+                if outcome == "deadline":
                     return finished or None
                 left = sorted(set(map(int, sizes.split(","))) - {r["size"] for r in finished})
+                error = (f"no result within {args.run_timeout:.0f} s of its own ({waited_seconds(waited_file):.0f} s "
+                         "more waiting for other runs' turns on the GPU)")
                 return finished + [{"model": model, "phase": phase, "mode": mode, "size": s, "status": "timeout",
-                                    "error": f"no result within {args.run_timeout:.0f} s"} for s in left]
+                                    "error": error} for s in left]
         got = written()
         left = sorted(set(map(int, sizes.split(","))) - {r["size"] for r in got})
         return got + [{"model": model, "phase": phase, "mode": mode, "size": s, "status": "error",

@@ -8,6 +8,8 @@ the next model when free. After every run its record is merged into OUT/results.
 atomically under a lock), so a command killed at any point loses at most the runs in flight; a rerun skips pairs
 already recorded (errors and timeouts too, unless --retry-failed). --budget-s is a hard deadline for the command:
 no run starts after it and runs still going are stopped there and left unrecorded (the next call redoes them).
+--run-timeout counts a run's own time: what it waits for other lanes' turns on the GPU (--lanes-per-gpu) does not
+count, so an autotuning compile is not stopped for the lanes beside it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import models, modes, report
-from .worker import GPU_LOCK_ENV, LANES_PER_GPU_ENV, SCHEMA_VERSION, write_json
+from .worker import GPU_LOCK_ENV, LANES_PER_GPU_ENV, SCHEMA_VERSION, WAITED_FILE_ENV, waited_seconds, write_json
 
 REPO = Path(__file__).resolve().parents[2]
 RETRYABLE = ("error", "timeout")
@@ -89,6 +91,28 @@ def _last_line(path: Path) -> str:
     return next((ln.strip()[:300] for ln in reversed(lines) if ln.strip()), "")
 
 
+def wait_own_time(proc: subprocess.Popen, own_timeout: float, deadline: float | None, waited_file: Path,
+                  poll_s: float = 1.0) -> str | None:
+    """Wait for ``proc`` to exit: None when it did; "deadline" when the budget's deadline (``time.monotonic``) came
+    first; "timeout" when its own time passed ``own_timeout``. Its own time is the wall time less what it waited for
+    other lanes' turns on the GPU (``waited_file``, written by the worker): an autotuning compile waits for every
+    other lane's timing, and would otherwise time out for the lanes, not for its work. The caller kills it."""
+    start = time.monotonic()
+    while True:
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            return "deadline"
+        own_left = own_timeout - (now - start - waited_seconds(waited_file))
+        if own_left <= 0:
+            return "timeout"
+        wait = min(own_left, poll_s, deadline - now if deadline is not None else poll_s)
+        try:
+            proc.wait(timeout=max(wait, 0.01))
+            return None
+        except subprocess.TimeoutExpired:
+            continue
+
+
 class Runner:
     """Launches workers on lanes; tracks live processes so that an interrupt stops them."""
 
@@ -99,12 +123,10 @@ class Runner:
 
     def launch(self, model: str, mode: str, lane: int, device: str | None) -> dict[str, Any] | None:
         """One worker run -> its record; None when the budget's deadline cut it (left for the next call)."""
-        timeout = float(self.args.run_timeout)
-        if self.deadline is not None:
-            timeout = min(timeout, self.deadline - time.monotonic())
         tmp = Path(tempfile.mkdtemp(prefix="zoo-run-"))
+        waited_file = tmp / "waited_s"
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
-               "TRITON_CACHE_DIR": str(tmp / "triton"), "PYTHONUNBUFFERED": "1"}
+               "TRITON_CACHE_DIR": str(tmp / "triton"), "PYTHONUNBUFFERED": "1", WAITED_FILE_ENV: str(waited_file)}
         if device is not None:
             env["CUDA_VISIBLE_DEVICES"] = device
             if self.args.lanes_per_gpu > 1:  # lanes sharing a GPU take turns to time; their compiles overlap
@@ -121,19 +143,20 @@ class Runner:
                 with self.lock:
                     self.live.add(proc)
                 try:
-                    code, timed_out = proc.wait(timeout=max(timeout, 0.0)), False
-                except subprocess.TimeoutExpired:
-                    self.kill(proc)
-                    code, timed_out = proc.wait(), True
+                    outcome = wait_own_time(proc, self.args.run_timeout, self.deadline, waited_file)
+                    if outcome is not None:
+                        self.kill(proc)
+                    code = proc.wait()
                 finally:
                     with self.lock:
                         self.live.discard(proc)
             wall = time.monotonic() - t0
-            if timed_out and timeout < self.args.run_timeout or self.stop.is_set():
+            if outcome == "deadline" or self.stop.is_set():
                 return None
-            if timed_out:
-                record = {"status": "timeout", "error": f"no result within {self.args.run_timeout:.0f} s "
-                          f"(--run-timeout); last log line: {_last_line(log_path)}"}
+            if outcome == "timeout":
+                record = {"status": "timeout", "error": f"no result within {self.args.run_timeout:.0f} s of its own "
+                          f"(--run-timeout; {waited_seconds(waited_file):.0f} s more waiting for other runs' turns on "
+                          f"the GPU); last log line: {_last_line(log_path)}"}
             else:
                 try:
                     record = json.loads((tmp / "record.json").read_text())
@@ -222,7 +245,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(a lock per GPU); "
                         "compile times then include the contention (records say lanes_per_gpu)")
     p.add_argument("--repeats", type=int, default=50)
-    p.add_argument("--run-timeout", type=float, default=240.0, help="seconds per (model, mode) run")
+    p.add_argument("--run-timeout", type=float, default=240.0, help="seconds of its own per (model, mode) run: time it waits for other lanes' turns on "
+                        "the GPU does not count")
     p.add_argument("--budget-s", type=float, default=None, help="a hard deadline in seconds: no run starts after it, and runs still going are stopped there and "
                         "left unrecorded (the next call redoes them)")
     p.add_argument("--resume-from", type=Path, help="seed the results with an earlier results.json")

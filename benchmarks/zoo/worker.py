@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import nullcontext
 from datetime import datetime, timezone
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -77,9 +78,32 @@ def environment() -> dict[str, Any]:
 # overlap on the host; their timings, and the autotuning benchmarks of their compiles, take turns on the GPU.
 GPU_LOCK_ENV = "ZOO_GPU_LOCK"
 LANES_PER_GPU_ENV = "ZOO_LANES_PER_GPU"
+# where this process tells its runner how long it has waited for the lock: the run timeout counts its own time
+WAITED_FILE_ENV = "ZOO_WAITED_FILE"
 # re-entrant within this process: a benchmark inside a timed step locks once; ``waited``: seconds this process has
 # spent blocked on the lock (a compile's share is taken out of its compile time: other lanes' turns, not its work)
 _HELD = {"depth": 0, "file": None, "waited": 0.0}
+
+
+def _report_waited() -> None:
+    """Write the seconds this process has waited for the lock to ``$ZOO_WAITED_FILE`` (atomically), where set."""
+    path = os.environ.get(WAITED_FILE_ENV)
+    if not path:
+        return
+    try:
+        with open(f"{path}.tmp", "w") as f:
+            f.write(f"{_HELD['waited']:.3f}")
+        os.replace(f"{path}.tmp", path)
+    except OSError:  # the runner then counts the waits as the run's own time: a timeout comes sooner, nothing else
+        pass
+
+
+def waited_seconds(path: str | os.PathLike) -> float:
+    """What a run's ``$ZOO_WAITED_FILE`` says (0.0 while it has not waited, or the file cannot be read)."""
+    try:
+        return float(Path(path).read_text())
+    except (OSError, ValueError):
+        return 0.0
 
 
 class timing_lock:
@@ -93,6 +117,7 @@ class timing_lock:
             t0 = time.perf_counter()
             fcntl.flock(_HELD["file"], fcntl.LOCK_EX)
             _HELD["waited"] += time.perf_counter() - t0
+            _report_waited()
         if path:
             _HELD["depth"] += 1
         self.file = _HELD["file"] if path else None
