@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> None:
             context = pd.read_parquet(args.in_program)
         except (OSError, ValueError) as exc:
             parser.error(f"--in-program {args.in_program}: cannot read it ({exc})")
-        print(f"\nIn the program ({args.in_program}; resolved fp16/bf16 decisions; gain = cuBLAS step / Triton step - 1):")
+        print(f"\nIn the program ({args.in_program}; resolved fp16/bf16 decisions; "
+              "gain = cuBLAS step / Triton step - 1):")
         print(in_program_table(context, m_range).to_string(index=False))
 
 

@@ -125,8 +125,8 @@ def report(records: list[dict[str, Any]]) -> str:
              f"GPU {records[0].get('gpu')} · torch {records[0].get('torch')} · transformers "
              f"{records[0].get('transformers')}; batch 1, {PROMPT}-token prompt, {NEW_TOKENS} greedy tokens, static "
              "cache, each mode in a fresh process", "",
-             "| model | mode | runs | tokens/s (median) | runs' range | vs auto | GPU ms per token | GPU time vs auto | "
-             "first generate s (compile) | same tokens as auto |",
+             "| model | mode | runs | tokens/s (median) | runs' range | vs auto | GPU ms per token | GPU time vs auto "
+             "| first generate s (compile) | same tokens as auto |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     table = medians(records)
     for r in records:
@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", default=",".join(MODELS), help=f"comma list of: {', '.join(MODELS)}")
     p.add_argument("--modes", default=",".join(MODES), help=f"comma list of: {', '.join(MODES)}")
     p.add_argument("--repeats", type=int, default=5, help="timed generate calls after the first")
-    p.add_argument("--rounds", type=int, default=3, help="runs of every (model, mode); modes alternate, in reverse order every other round")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="runs of every (model, mode); modes alternate, in reverse order every other round")
     p.add_argument("--one", nargs=2, metavar=("MODEL", "MODE"), help=argparse.SUPPRESS)  # the worker
     args = p.parse_args(argv)
     if args.one:

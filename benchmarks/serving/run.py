@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.zoo.run import ZooError, lane_devices, wait_own_time
-from benchmarks.zoo.worker import GPU_LOCK_ENV, LANES_PER_GPU_ENV, WAITED_FILE_ENV, waited_seconds, write_json
+from benchmarks.zoo.run import ZooError, lane_devices, timeout_error, wait_own_time, worker_env
+from benchmarks.zoo.worker import write_json
 
 from . import models, report
 
@@ -54,9 +54,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "include the contention (records say lanes_per_gpu)")
     p.add_argument("--static-chunk", type=int, default=3, help="sizes per worker of a static mode")
     p.add_argument("--repeats", type=int, default=30, help="timed replays per size")
-    p.add_argument("--run-timeout", type=float, default=540.0, help="seconds of its own per (model, phase, mode) run: time it "
-                   "waits for other lanes' turns on the GPU does not count")
-    p.add_argument("--budget-s", type=float, default=None, help="start no run after this many seconds")
+    p.add_argument("--run-timeout", type=float, default=540.0,
+                   help="seconds of its own per (model, phase, mode) run: time it waits for other lanes' turns on "
+                        "the GPU does not count")
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="a hard deadline in seconds: no run starts after it, and runs still going are stopped there")
     p.add_argument("--report-only", action="store_true", help="only rewrite results.md and the plot")
     return p.parse_args(argv)
 
@@ -120,14 +122,7 @@ def launch(args: argparse.Namespace, job: tuple[str, str, str, str], device: str
     """One worker -> its records; None when the deadline stopped it (left for the next call)."""
     model, phase, mode, sizes = job
     tmp = Path(tempfile.mkdtemp(prefix="serving-"))
-    waited_file = tmp / "waited_s"
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"), "TRITON_CACHE_DIR": str(tmp / "triton"),
-           "PYTHONUNBUFFERED": "1", WAITED_FILE_ENV: str(waited_file)}
-    if device is not None:
-        env["CUDA_VISIBLE_DEVICES"] = device
-        if args.lanes_per_gpu > 1:  # lanes sharing a GPU take turns to time; their compiles overlap
-            env[GPU_LOCK_ENV] = str(args.out / f".gpu{device}.lock")
-            env[LANES_PER_GPU_ENV] = str(args.lanes_per_gpu)
+    env, waited_file = worker_env(tmp, device, args.lanes_per_gpu, args.out)
     chunk = f"__{sizes.replace(',', '-')}" if mode.endswith("-static") else ""  # static chunks log apart
     log = args.out / "logs" / f"{model}__{phase}__{mode}{chunk}.log"
     cmd = [sys.executable, "-m", "benchmarks.serving.worker", "--model", model, "--phase", phase, "--mode", mode,
@@ -153,8 +148,7 @@ def launch(args: argparse.Namespace, job: tuple[str, str, str, str], device: str
                 if outcome == "deadline":
                     return finished or None
                 left = sorted(set(map(int, sizes.split(","))) - {r["size"] for r in finished})
-                error = (f"no result within {args.run_timeout:.0f} s of its own ({waited_seconds(waited_file):.0f} s "
-                         "more waiting for other runs' turns on the GPU)")
+                error = timeout_error(args.run_timeout, waited_file)
                 return finished + [{"model": model, "phase": phase, "mode": mode, "size": s, "status": "timeout",
                                     "error": error} for s in left]
         got = written()

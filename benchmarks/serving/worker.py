@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import torch
 
-from benchmarks.zoo.worker import (_HELD, LANES_PER_GPU_ENV, _sync, benchmarks_take_turns, capture, environment,
-                                   one_line, spread, step_times_ms, timing_lock, write_json)
+from benchmarks.zoo.worker import (LANES_PER_GPU_ENV, _sync, benchmarks_take_turns, capture, environment,
+                                   lock_waited_s, one_line, spread, step_times_ms, timing_lock, write_json)
 
 from . import models
 
@@ -93,11 +93,11 @@ def run(model: str, phase: str, mode: str, sizes: list[int], repeats: int,
                 models.mark_dynamic(inputs, phase)
             with torch.no_grad():
                 _sync(device)
-                t0, waited = time.perf_counter(), _HELD["waited"]
+                t0, waited = time.perf_counter(), lock_waited_s()
                 compiled(*inputs)  # this size's first call: a compile, a recompile or neither
                 _sync(device)
                 first = time.perf_counter() - t0
-                waited = _HELD["waited"] - waited  # its benchmarks waiting for other lanes' turns on the GPU
+                waited = lock_waited_s() - waited  # its benchmarks waiting for other lanes' turns on the GPU
                 graphs = _graphs_compiled()
                 first_graphs = graphs if first_graphs is None else first_graphs
                 total_compile += first

@@ -326,8 +326,9 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
               "outer graph. Geomeans count a mode's correct runs only; a mode run several times (separate processes) "
               "counts by its median. Records with lanes_per_gpu > 1 compiled while other runs compiled on the same "
               "host; their timings never overlapped one another, and where the record says benchmarks_took_turns "
-              "no other run's autotuning benchmark ran on the GPU during them either. Where a record says compile_waited_s, "
-              "its compile time leaves out the time its benchmarks waited for the other runs' turns on the GPU.", "",
+              "no other run's autotuning benchmark ran on the GPU during them either. Where a record says "
+              "compile_waited_s, its compile time leaves out the time its benchmarks waited for the other runs' turns "
+              "on the GPU.", "",
               "## Summary per mode", "",
               "| mode | geomean speed vs plain | geomean vs best stock (timed alike) | min vs best stock | models | "
               "geomean as called vs best trees | min as called | models | geomean compile vs plain | "
@@ -340,9 +341,8 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
                      f"{_f(s['min_called_vs_best'], '.3f')} | {s['models_called']} | "
                      f"{_f(s['geomean_compile_vs_plain'], '.2f', 'x')} | {_f(s['max_compile_vs_plain'], '.2f', 'x')}"
                      f" | {s['not_ok']} |")
-    lines += ["", noisy_line(records)]
-    if between_runs_line(records):
-        lines += ["", between_runs_line(records)]
+    between_runs = between_runs_line(records)
+    lines += ["", noisy_line(records)] + (["", between_runs] if between_runs else [])
     if "hook" in summary["mode_order"]:
         lines += ["", "## `hook` by group", "", "Held-out sets: architectures added after the policy of their day was "
                   "fixed and never used to tune anything (`models.ZooModel.held_out_set`).", "",

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from . import models, modes, report
-from .worker import GPU_LOCK_ENV, LANES_PER_GPU_ENV, SCHEMA_VERSION, WAITED_FILE_ENV, waited_seconds, write_json
+from .worker import (GPU_LOCK_ENV, LANES_PER_GPU_ENV, SCHEMA_VERSION, WAITED_FILE_ENV, waited_seconds,
+                     write_json)
 
 REPO = Path(__file__).resolve().parents[2]
 RETRYABLE = ("error", "timeout")
@@ -91,6 +92,26 @@ def _last_line(path: Path) -> str:
     return next((ln.strip()[:300] for ln in reversed(lines) if ln.strip()), "")
 
 
+def worker_env(tmp: Path, device: str | None, lanes_per_gpu: int, lock_dir: Path) -> tuple[dict[str, str], Path]:
+    """A worker's environment (empty caches under ``tmp``, its GPU, the lock lanes sharing that GPU take turns on)
+    and the file where it reports its waits for those turns (``wait_own_time`` reads it)."""
+    waited_file = tmp / "waited_s"
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"), "TRITON_CACHE_DIR": str(tmp / "triton"),
+           "PYTHONUNBUFFERED": "1", WAITED_FILE_ENV: str(waited_file)}
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = device
+        if lanes_per_gpu > 1:  # lanes sharing a GPU take turns to time; their compiles overlap
+            env[GPU_LOCK_ENV] = str(lock_dir / f".gpu{device}.lock")
+            env[LANES_PER_GPU_ENV] = str(lanes_per_gpu)
+    return env, waited_file
+
+
+def timeout_error(run_timeout: float, waited_file: Path) -> str:
+    """A timed-out run's error: its own time ran out, and how long it also waited for other lanes."""
+    return (f"no result within {run_timeout:.0f} s of its own (--run-timeout; {waited_seconds(waited_file):.0f} s "
+            "more waiting for other runs' turns on the GPU)")
+
+
 def wait_own_time(proc: subprocess.Popen, own_timeout: float, deadline: float | None, waited_file: Path,
                   poll_s: float = 1.0) -> str | None:
     """Wait for ``proc`` to exit: None when it did; "deadline" when the budget's deadline (``time.monotonic``) came
@@ -124,14 +145,7 @@ class Runner:
     def launch(self, model: str, mode: str, lane: int, device: str | None) -> dict[str, Any] | None:
         """One worker run -> its record; None when the budget's deadline cut it (left for the next call)."""
         tmp = Path(tempfile.mkdtemp(prefix="zoo-run-"))
-        waited_file = tmp / "waited_s"
-        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
-               "TRITON_CACHE_DIR": str(tmp / "triton"), "PYTHONUNBUFFERED": "1", WAITED_FILE_ENV: str(waited_file)}
-        if device is not None:
-            env["CUDA_VISIBLE_DEVICES"] = device
-            if self.args.lanes_per_gpu > 1:  # lanes sharing a GPU take turns to time; their compiles overlap
-                env[GPU_LOCK_ENV] = str(self.out / f".gpu{device}.lock")
-                env[LANES_PER_GPU_ENV] = str(self.args.lanes_per_gpu)
+        env, waited_file = worker_env(tmp, device, self.args.lanes_per_gpu, self.out)
         log_path = self.out / "logs" / re.sub(r"[^A-Za-z0-9._-]+", "_", f"{model}__{mode}.log")
         cmd = [sys.executable, "-m", "benchmarks.zoo.worker", "--model", model, "--mode", mode,
                "--repeats", str(self.args.repeats), "--json-out", str(tmp / "record.json")]
@@ -154,9 +168,8 @@ class Runner:
             if outcome == "deadline" or self.stop.is_set():
                 return None
             if outcome == "timeout":
-                record = {"status": "timeout", "error": f"no result within {self.args.run_timeout:.0f} s of its own "
-                          f"(--run-timeout; {waited_seconds(waited_file):.0f} s more waiting for other runs' turns on "
-                          f"the GPU); last log line: {_last_line(log_path)}"}
+                record = {"status": "timeout", "error": f"{timeout_error(self.args.run_timeout, waited_file)}; "
+                          f"last log line: {_last_line(log_path)}"}
             else:
                 try:
                     record = json.loads((tmp / "record.json").read_text())
@@ -242,13 +255,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--lanes", default="auto", help="GPUs to use in parallel (auto: all visible)")
     p.add_argument("--lanes-per-gpu", type=int, default=1,
                    help="workers per GPU: their compiles overlap, their timings and autotuning benchmarks take turns "
-                        "(a lock per GPU); "
-                        "compile times then include the contention (records say lanes_per_gpu)")
+                        "(a lock per GPU); compile times then include the host's contention (records say "
+                        "lanes_per_gpu), not the waits for turns (compile_waited_s)")
     p.add_argument("--repeats", type=int, default=50)
-    p.add_argument("--run-timeout", type=float, default=240.0, help="seconds of its own per (model, mode) run: time it waits for other lanes' turns on "
-                        "the GPU does not count")
-    p.add_argument("--budget-s", type=float, default=None, help="a hard deadline in seconds: no run starts after it, and runs still going are stopped there and "
-                        "left unrecorded (the next call redoes them)")
+    p.add_argument("--run-timeout", type=float, default=240.0,
+                   help="seconds of its own per (model, mode) run: time it waits for other lanes' turns on the GPU "
+                        "does not count")
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="a hard deadline in seconds: no run starts after it, and runs still going are stopped there "
+                        "and left unrecorded (the next call redoes them)")
     p.add_argument("--resume-from", type=Path, help="seed the results with an earlier results.json")
     p.add_argument("--add-runs", type=Path, action="append", default=[], metavar="RESULTS",
                    help="add every run in this results.json as a repeat beside the runs of the same model and mode "

@@ -57,7 +57,7 @@ def _static_one(size: Any) -> bool:
     return bool(statically_known_true(size == 1))
 
 
-def _static_int(size: Any) -> int | None:
+def static_int(size: Any) -> int | None:
     """``size`` as an int when it is a constant; None when symbolic (``int()`` of a SymInt would specialise the
     graph on its current value: a prefill's token count marked dynamic then fails Dynamo's constraint check)."""
     from torch.fx.experimental.symbolic_shapes import is_concrete_int
@@ -71,10 +71,10 @@ def _gemv_shape(a: Any, b: Any) -> tuple[int, int, str] | None:
         return None
     if not _static_one(a.shape[0]):
         return None
-    k, n = _static_int(a.shape[1]), _static_int(b.shape[1])
+    k, n = static_int(a.shape[1]), static_int(b.shape[1])
     if k is None or n is None:
         return None
-    return n, k, "col" if _static_int(b.stride(0)) == 1 and n > 1 else "row"
+    return n, k, "col" if static_int(b.stride(0)) == 1 and n > 1 else "row"
 
 
 def _reduction(a: Any, b: Any) -> Any:

@@ -30,6 +30,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any, Callable
 
+from .gemv import static_int
 from .table_patch import decomposition_tables, wrapped_entries
 
 BOUNDS = (16, 64, 256)  # ranges of M: 2-16, 17-64, 65-256, and above 256 (plain's cuBLAS)
@@ -142,16 +143,12 @@ def addmm_by_range(bias: Any, a: Any, b: Any) -> Any:
 DTYPES = ("float16", "bfloat16", "float32")
 
 
-def _static(size: Any) -> bool:
-    """A plain int (a SymInt is not one: ``int()`` of it would specialise the graph on its current value)."""
-    return isinstance(size, int)
-
-
 def takes_ranges(a: Any, b: Any, devices: Sequence[str]) -> bool:
     """A 2-D GEMM on ``devices`` whose M is symbolic and whose K and N are static, in a floating dtype."""
     return (a.device.type in devices and a.dim() == 2 and b.dim() == 2 and a.dtype == b.dtype
             and str(a.dtype).removeprefix("torch.") in DTYPES
-            and not _static(a.shape[0]) and _static(a.shape[1]) and _static(b.shape[1]))
+            and static_int(a.shape[0]) is None and static_int(a.shape[1]) is not None
+            and static_int(b.shape[1]) is not None)
 
 
 _COUNTS = {"gemms_by_range": 0}
