@@ -150,6 +150,14 @@ def write(frame: pd.DataFrame, path: Path, env: dict[str, Any], kind: str = KIND
     write_parquet(table.replace_schema_metadata(meta), path)
 
 
+def resume_mismatch(done: pd.DataFrame, env: dict[str, Any]) -> str | None:
+    """How the rows being resumed differ from this machine (GPU, capability, torch, triton), or None: labels of
+    one file must all come from one GPU and one software stack."""
+    diffs = [f"on {key} {sorted(set(map(str, done[key])))[0]!r}, this machine has {value!r}"
+             for key, value in env.items() if key in done.columns and set(map(str, done[key])) != {str(value)}]
+    return "; ".join(diffs) or None
+
+
 def collect(problems: list[dict[str, Any]], measure_one: Callable[[int, dict[str, Any]], list[dict[str, Any]]],
             out: Path, kind: str, collector: str, aten_key: str, limit: int | None = None) -> int:
     """Measure each problem not yet in ``out`` (``measure_one(index, problem)`` -> rows) and rewrite ``out`` after
@@ -165,6 +173,10 @@ def collect(problems: list[dict[str, Any]], measure_one: Callable[[int, dict[str
         return 2
     env = environment()
     done = read_labels(out, kind) if out.exists() else pd.DataFrame()
+    mismatch = resume_mismatch(done, env)
+    if mismatch:
+        print(f"collectors.{collector}: error: {out} was measured {mismatch}: write to a new file", file=sys.stderr)
+        return 2
     seen = set(done["problem_id"]) if len(done) else set()
     problems = [dict(p, problem_id=problem_id(p)) for p in problems]
     todo = [(i, p) for i, p in enumerate(problems) if p["problem_id"] not in seen][:limit]

@@ -126,3 +126,17 @@ def test_a_symbolic_width_is_no_decision_and_does_not_specialise_the_graph(cpu_c
             torch.testing.assert_close(compiled(pos), (freq @ pos).cos())
     assert gemv.gemv_count() == cpu_counts  # N unknown: the original GEMM
     torch._dynamo.reset()
+
+
+def test_resuming_labels_of_another_gpu_or_torch_is_refused():
+    import pandas as pd
+
+    from collectors.gemv import resume_mismatch
+
+    env = {"gpu": "NVIDIA H200", "cc": "9.0", "torch": "2.11.0+cu130", "triton": "3.6.0"}
+    done = pd.DataFrame({"gpu": ["NVIDIA H200"] * 2, "cc": ["9.0"] * 2, "torch": ["2.11.0+cu130"] * 2,
+                         "triton": ["3.6.0"] * 2})
+    assert resume_mismatch(done, env) is None and resume_mismatch(pd.DataFrame(), env) is None
+    other = resume_mismatch(done, {**env, "gpu": "NVIDIA H100 80GB HBM3"})
+    assert other == "on gpu 'NVIDIA H200', this machine has 'NVIDIA H100 80GB HBM3'"
+    assert "torch" in resume_mismatch(done.assign(torch="2.13.0"), env)

@@ -47,6 +47,10 @@ def test_mode_strings():
     assert modes.parse_mode("ma-gemm-cudagraphs").cudagraphs and modes.parse_mode("cudagraphs").cudagraphs
     assert modes.split_modes("plain,hook:top_k=3,cudagraphs=False,ma-gemm;hook:top_k=1,plain") == [
         "plain", "hook:top_k=3,cudagraphs=False", "ma-gemm", "hook:top_k=1"]
+    tuned = modes.parse_mode("hook:options.max_autotune_pointwise=True,options.triton.multi_kernel=1,tune=3")
+    assert tuned.kwargs == {"options": {"max_autotune_pointwise": True, "triton.multi_kernel": 1}, "tune": 3}
+    with pytest.raises(ValueError, match="key=value"):
+        modes.parse_mode("hook:options.=1")
 
 
 def test_kernel_census():
@@ -168,7 +172,9 @@ def test_summarize_compares_every_mode_with_the_best_stock_mode_timed_alike():
         _rec("c", "hook", 80.0, 1.0, "wrong")]
     s = report.summarize(records)
     a, b = s["models"]["a"], s["models"]["b"]
-    assert s["best"]["a"] == {"step": 1.0, "step_mode": "ma-no-cudagraphs", "called": 0.5, "called_mode": "max-autotune"}
+    assert s["best"]["a"] == {"step": 1.0, "step_mode": "ma-no-cudagraphs", "called": 0.5, "called_mode": "max-autotune",
+                              "not_run": ["coordinate-descent"]}
+    assert s["best"]["b"]["not_run"] == [] and s["best"]["c"]["not_run"] == ["ma-no-cudagraphs"]  # a timeout ran
     assert math.isclose(a["hook"]["speed_vs_best"], 0.625) and math.isclose(a["hook"]["called_vs_best"], 0.5 / 0.6)
     assert a["max-autotune"]["speed_vs_best"] is None and a["max-autotune"]["speed_vs_plain"] is None
     assert math.isclose(a["max-autotune"]["called_vs_best"], 1.0)
@@ -183,7 +189,9 @@ def test_summarize_compares_every_mode_with_the_best_stock_mode_timed_alike():
     assert s["mode_order"][:5] == ["plain", "ma-no-cudagraphs", "coordinate-descent", "cudagraphs", "max-autotune"]
     md = report.markdown(records, s, ["python -m benchmarks.zoo.run --models a"])
     assert "| `hook` | 1.581 | 0.791 | 0.625 | 2 | 0.833 | 0.833 | 1 | 1.41x | 2.00x | 1 |" in md
-    assert "**timeout**" in md and "Best stock mode timed alike: ma-no-cudagraphs; as called: max-autotune" in md
+    assert "**timeout**" in md and "Best stock mode timed alike: ma-no-cudagraphs; as called: max-autotune; " \
+        "peers not run: coordinate-descent" in md
+    assert "counts as run): a (coordinate-descent); c (ma-no-cudagraphs)." in md
 
 
 def test_a_timing_that_spread_over_a_tenth_of_its_median_is_listed_as_noisy():

@@ -121,9 +121,13 @@ def _value(text: str) -> Any:
     return text
 
 
+OPTION_PREFIX = "options."
+
+
 def parse_mode(text: str) -> Mode:
     """``plain``, ``max-autotune``, ``hook``, an ablation, or ``hook:key=value,...`` (kwargs for
-    predictor.compile). ValueError naming the mode for anything else."""
+    predictor.compile; ``options.<inductor option>=value`` goes into its ``options``). ValueError naming the mode
+    for anything else."""
     base, sep, rest = text.partition(":")
     if base not in _COMPILERS:
         raise ValueError(f"unknown mode {text!r}; known: {', '.join(NAMES)} (and hook:key=value,...)")
@@ -133,9 +137,14 @@ def parse_mode(text: str) -> Mode:
             raise ValueError(f"mode {text!r}: only hook takes key=value arguments")
         for item in filter(None, rest.split(",")):
             key, eq, value = item.partition("=")
-            if not eq or not key.strip().isidentifier():
+            key = key.strip()
+            option = key.removeprefix(OPTION_PREFIX) if key.startswith(OPTION_PREFIX) else None
+            if not eq or not (key if option is None else option).replace(".", "_").isidentifier():
                 raise ValueError(f"mode {text!r}: expected key=value, got {item!r}")
-            kwargs[key.strip()] = _value(value.strip())
+            if option is not None:  # an Inductor option for predictor.compile(options=...), e.g. options.max_autotune_pointwise
+                kwargs.setdefault("options", {})[option] = _value(value.strip())
+            else:
+                kwargs[key] = _value(value.strip())
     cudagraphs = _COMPILERS[base][1]
     if base.startswith("hook") and "cudagraphs" in kwargs:
         cudagraphs = kwargs["cudagraphs"] is not False  # "training": trees on training graphs only

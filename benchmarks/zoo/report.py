@@ -96,7 +96,8 @@ def called_ms(r: dict[str, Any]) -> float | None:
 def best_stock(runs: dict[str, dict[str, Any]], kind: str | None) -> dict[str, Any]:
     """The best stock mode of one model, timed alike: ``step`` (ms) and ``step_mode`` by outer replay among
     REPLAY_PEERS (inference) or by eager step among TRAIN_PEERS (training); ``called`` and ``called_mode`` among
-    CALLED_PEERS as called (inference). None where no peer was timed that way."""
+    CALLED_PEERS as called (inference). None where no peer was timed that way. ``not_run``: the peers (of
+    REPLAY_PEERS or TRAIN_PEERS) with no record at all; a timeout or an error counts as run."""
     timed = {m: r for m, r in runs.items() if r.get("status") in TIMED and r.get("step_ms")}
     if kind == "train":
         steps = {m: timed[m]["step_ms"] for m in TRAIN_PEERS if m in timed}
@@ -106,8 +107,9 @@ def best_stock(runs: dict[str, dict[str, Any]], kind: str | None) -> dict[str, A
         called = {m: called_ms(timed[m]) for m in CALLED_PEERS if m in timed and called_ms(timed[m])}
     step_mode = min(steps, key=steps.get) if steps else None
     called_mode = min(called, key=called.get) if called else None
+    peers = TRAIN_PEERS if kind == "train" else REPLAY_PEERS
     return {"step": steps.get(step_mode), "step_mode": step_mode, "called": called.get(called_mode),
-            "called_mode": called_mode}
+            "called_mode": called_mode, "not_run": [m for m in peers if m not in runs]}
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -310,6 +312,14 @@ def between_runs_line(records: list[dict[str, Any]]) -> str:
             f"{statistics.median(s for s, _ in spreads):.1%} at the median, {worst:.1%} at most ({model} `{mode}`).")
 
 
+def not_run_line(summary: dict[str, Any]) -> str:
+    """Which models' "vs best stock" lacks a peer that never ran (no record: not reached, or stopped by the
+    budget), so the reader knows which comparisons are incomplete."""
+    gaps = [f"{model} ({', '.join(b['not_run'])})" for model, b in summary["best"].items() if b.get("not_run")]
+    return ("Stock peers not run (their best stock is the best of the others; a timeout or an error counts as run): "
+            + ("; ".join(gaps) if gaps else "none") + ".")
+
+
 def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: list[str]) -> str:
     """results.md: header, summary per mode, one table per model."""
     lines = ["# Model zoo: compile time and step time per mode", "",
@@ -342,7 +352,7 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
                      f"{_f(s['geomean_compile_vs_plain'], '.2f', 'x')} | {_f(s['max_compile_vs_plain'], '.2f', 'x')}"
                      f" | {s['not_ok']} |")
     between_runs = between_runs_line(records)
-    lines += ["", noisy_line(records)] + (["", between_runs] if between_runs else [])
+    lines += ["", noisy_line(records)] + (["", between_runs] if between_runs else []) + ["", not_run_line(summary)]
     if "hook" in summary["mode_order"]:
         lines += ["", "## `hook` by group", "", "Held-out sets: architectures added after the policy of their day was "
                   "fixed and never used to tune anything (`models.ZooModel.held_out_set`).", "",
@@ -362,7 +372,8 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
         b = summary["best"].get(model, {})
         lines += ["", f"## {model}", "", f"{first.get('description') or ''} ({first.get('kind')}, "
                   f"{first.get('dtype')}). Best stock mode timed alike: {b.get('step_mode') or '-'}"
-                  + (f"; as called: {b['called_mode']}" if b.get("called_mode") else ""), "",
+                  + (f"; as called: {b['called_mode']}" if b.get("called_mode") else "")
+                  + (f"; peers not run: {', '.join(b['not_run'])}" if b.get("not_run") else ""), "",
                   "| mode | status | compile s | compile vs plain | step ms (p10-p90, or runs' range) "
                   "| timing | speed vs plain | vs best stock | called ms | as called vs best trees | census | "
                   "correct (rel err) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -12,11 +12,15 @@ failed top-1 scores 0 in ``predictor.offline.evaluate``); on data whose failures
 
 from __future__ import annotations
 
-import lightgbm as lgb
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
 from ..device import DeviceInfo
+
+if TYPE_CHECKING:  # imported where a booster is fitted: the CLI's other commands run without LightGBM
+    import lightgbm as lgb
 from ..features import FEATURE_NAMES, feature_matrix, model_feature_count
 from ._common import LEVELS_PER_DOUBLING, RELEVANCE_LEVELS, RankerBase, fraction_gains, relevance, training_rows
 
@@ -124,6 +128,8 @@ class LGBMRankerModel(_LGBMBase):
         labels = relevance(log2_ratio)
         _, group = np.unique(rows["problem_id"].to_numpy(dtype=object), return_counts=True)
         extra = {"label_gain": fraction_gains()} if self.gain == "fraction" else {}
+        import lightgbm as lgb
+
         model = lgb.LGBMRanker(objective="lambdarank", lambdarank_truncation_level=self.truncation_level,
                                **extra, **self._lgbm_params())
         model.fit(X, labels, group=group, feature_name=list(FEATURE_NAMES))
@@ -147,6 +153,8 @@ class LGBMRegressorModel(_LGBMBase):
 
     def _fit_booster(self, X: np.ndarray, log2_ratio: np.ndarray, rows: pd.DataFrame) -> lgb.Booster:
         target = np.minimum(log2_ratio, self.target_clip)
+        import lightgbm as lgb
+
         model = lgb.LGBMRegressor(objective="regression", **self._lgbm_params())
         model.fit(X, target, feature_name=list(FEATURE_NAMES))
         return model.booster_
