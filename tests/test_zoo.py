@@ -349,6 +349,24 @@ def test_compile_ratios_leave_out_the_time_spent_waiting_for_other_lanes():
     assert report.own_compile(plain) is plain  # nothing waited: unchanged
 
 
+def test_a_run_the_deadline_stops_is_recorded_as_stopped_and_redone(tmp_path, fast_compile, capsys):
+    """The budget's deadline stops a run in flight: its record says so (and how long it ran), it is no result (the
+    report names the peer as not run) and the next call redoes it; a stopped run never replaces a real result."""
+    out = tmp_path / "zoo"
+    argv = ["--models", "tiny-mlp", "--modes", "plain", "--out", str(out), "--repeats", "3"]
+    assert run.main([*argv, "--budget-s", "1"]) == 0  # the worker is still importing torch at the deadline
+    [stopped] = json.loads((out / "results.json").read_text())
+    assert stopped["status"] == run.STOPPED and "stopped by the budget's deadline after" in stopped["error"]
+    assert "1 run(s) left" in capsys.readouterr().out
+    assert "peers not run" in (out / "results.md").read_text()
+    assert run.main(argv) == 0
+    [done] = json.loads((out / "results.json").read_text())
+    assert done["status"] == "ok"
+    store = run.Store(tmp_path / "r.json", [{"model": "a", "mode": "plain", "status": "timeout"}])
+    store.add({"model": "a", "mode": "plain", "status": run.STOPPED})
+    assert store.records[("a", "plain")]["status"] == "timeout" and store.done("a", "plain", False)
+
+
 def test_a_run_times_out_on_its_own_time_not_on_its_waits_for_other_lanes(tmp_path):
     """The run timeout counts wall time less what the worker says it waited for other lanes' turns; the budget's
     deadline stops it whatever it waited."""

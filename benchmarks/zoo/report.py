@@ -97,7 +97,8 @@ def best_stock(runs: dict[str, dict[str, Any]], kind: str | None) -> dict[str, A
     """The best stock mode of one model, timed alike: ``step`` (ms) and ``step_mode`` by outer replay among
     REPLAY_PEERS (inference) or by eager step among TRAIN_PEERS (training); ``called`` and ``called_mode`` among
     CALLED_PEERS as called (inference). None where no peer was timed that way. ``not_run``: the peers (of
-    REPLAY_PEERS or TRAIN_PEERS) with no record at all; a timeout or an error counts as run."""
+    REPLAY_PEERS or TRAIN_PEERS) with no record, or stopped by a budget's deadline before any result; a timeout or
+    an error counts as run."""
     timed = {m: r for m, r in runs.items() if r.get("status") in TIMED and r.get("step_ms")}
     if kind == "train":
         steps = {m: timed[m]["step_ms"] for m in TRAIN_PEERS if m in timed}
@@ -109,7 +110,9 @@ def best_stock(runs: dict[str, dict[str, Any]], kind: str | None) -> dict[str, A
     called_mode = min(called, key=called.get) if called else None
     peers = TRAIN_PEERS if kind == "train" else REPLAY_PEERS
     return {"step": steps.get(step_mode), "step_mode": step_mode, "called": called.get(called_mode),
-            "called_mode": called_mode, "not_run": [m for m in peers if m not in runs]}
+            "called_mode": called_mode,
+            "not_run": [m if m not in runs else f"{m} stopped by the deadline" for m in peers
+                        if runs.get(m, {}).get("status", "stopped") == "stopped"]}
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:

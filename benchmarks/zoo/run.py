@@ -7,7 +7,8 @@ Each lane is one GPU (CUDA_VISIBLE_DEVICES); a model's modes run on one lane in 
 the next model when free. After every run its record is merged into OUT/results.json (key (model, mode), written
 atomically under a lock), so a command killed at any point loses at most the runs in flight; a rerun skips pairs
 already recorded (errors and timeouts too, unless --retry-failed). --budget-s is a hard deadline for the command:
-no run starts after it and runs still going are stopped there and left unrecorded (the next call redoes them).
+no run starts after it and runs still going are stopped there, recorded as "stopped" with how long they had run
+(the next call redoes them).
 --run-timeout counts a run's own time: what it waits for other lanes' turns on the GPU (--lanes-per-gpu) does not
 count, so an autotuning compile is not stopped for the lanes beside it.
 """
@@ -36,6 +37,8 @@ from .worker import (GPU_LOCK_ENV, LANES_PER_GPU_ENV, SCHEMA_VERSION, WAITED_FIL
 
 REPO = Path(__file__).resolve().parents[2]
 RETRYABLE = ("error", "timeout")
+# a run the budget's deadline stopped before its result: recorded (how long it had run), redone by the next call
+STOPPED = "stopped"
 
 
 class ZooError(Exception):
@@ -70,12 +73,18 @@ class Store:
             self.records[key] = r
 
     def done(self, model: str, mode: str, retry_failed: bool) -> bool:
+        """Whether (model, mode) has its result: a run the deadline stopped has none (the next call redoes it)."""
         rec = self.records.get((model, mode))
-        return rec is not None and not (retry_failed and rec.get("status") in RETRYABLE)
+        return rec is not None and rec.get("status") != STOPPED and not (
+            retry_failed and rec.get("status") in RETRYABLE)
 
     def add(self, record: dict[str, Any]) -> None:
+        """Record a run; a stopped run never replaces a record with a result (a retried timeout, say)."""
         with self.lock:
-            self.records[(record["model"], record["mode"])] = record
+            key = (record["model"], record["mode"])
+            if record.get("status") == STOPPED and self.records.get(key, {}).get("status", STOPPED) != STOPPED:
+                return
+            self.records[key] = record
             self.save()
 
     def all(self) -> list[dict[str, Any]]:
@@ -143,7 +152,8 @@ class Runner:
         self.live: set[subprocess.Popen] = set()
 
     def launch(self, model: str, mode: str, lane: int, device: str | None) -> dict[str, Any] | None:
-        """One worker run -> its record; None when the budget's deadline cut it (left for the next call)."""
+        """One worker run -> its record (status "stopped" when the budget's deadline cut it); None when the runner
+        was interrupted."""
         tmp = Path(tempfile.mkdtemp(prefix="zoo-run-"))
         env, waited_file = worker_env(tmp, device, self.args.lanes_per_gpu, self.out)
         log_path = self.out / "logs" / re.sub(r"[^A-Za-z0-9._-]+", "_", f"{model}__{mode}.log")
@@ -165,9 +175,14 @@ class Runner:
                     with self.lock:
                         self.live.discard(proc)
             wall = time.monotonic() - t0
-            if outcome == "deadline" or self.stop.is_set():
+            if self.stop.is_set():
                 return None
-            if outcome == "timeout":
+            if outcome == "deadline":
+                waited = waited_seconds(waited_file)
+                record = {"status": STOPPED, "error": f"stopped by the budget's deadline after {wall - waited:.0f} s "
+                          f"of its own ({waited:.0f} s more waiting for other runs' turns on the GPU), before a "
+                          f"result; the next call redoes it; last log line: {_last_line(log_path)}"}
+            elif outcome == "timeout":
                 record = {"status": "timeout", "error": f"{timeout_error(self.args.run_timeout, waited_file)}; "
                           f"last log line: {_last_line(log_path)}"}
             else:
@@ -204,7 +219,7 @@ class Runner:
                 record = self.launch(model, mode, lane, device)
                 with self.lock:
                     if record is None:
-                        self.bar.write(f"{model:<18} {mode:<26} stopped by the deadline or an interrupt (not recorded)")
+                        self.bar.write(f"{model:<18} {mode:<26} stopped by an interrupt (not recorded)")
                         continue
                     self.store.add(record)
                     self.done += 1
@@ -263,7 +278,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "does not count")
     p.add_argument("--budget-s", type=float, default=None,
                    help="a hard deadline in seconds: no run starts after it, and runs still going are stopped there "
-                        "and left unrecorded (the next call redoes them)")
+                        "and recorded as stopped, with how long they had run (the next call redoes them)")
     p.add_argument("--resume-from", type=Path, help="seed the results with an earlier results.json")
     p.add_argument("--add-runs", type=Path, action="append", default=[], metavar="RESULTS",
                    help="add every run in this results.json as a repeat beside the runs of the same model and mode "
