@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.zoo import models, modes, report, run, worker
+from benchmarks.zoo import gaps, models, modes, report, run, worker
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -192,6 +192,29 @@ def test_summarize_compares_every_mode_with_the_best_stock_mode_timed_alike():
     assert "**timeout**" in md and "Best stock mode timed alike: ma-no-cudagraphs; as called: max-autotune; " \
         "peers not run: coordinate-descent" in md
     assert "counts as run): a (coordinate-descent); c (ma-no-cudagraphs)." in md
+
+
+def test_where_hook_is_slower_its_gpu_time_is_split_by_kernel_group_without_the_trees_input_copy():
+    """A model where hook is slower than the best stock mode gets a row: census GPU time per group, hook minus best;
+    the CUDA-graph trees' input copy of hook's direct-call census is left out; a faster model gets none."""
+    def census(gemm, tem, triton, other, copy=None):
+        groups = {"vendor_gemm": {"us": gemm}, "triton_template": {"us": tem}, "triton": {"us": triton},
+                  "other": {"us": other}}
+        out = {"groups": groups, "total_us": gemm + tem + triton + other}
+        if copy is not None:
+            out["by_name"] = [["void at::native::multi_tensor_apply_kernel<...>", 1, copy], ["nvjet_x", 2, gemm]]
+        return out
+    records = [{**_rec("a", "plain", 10.0, 1.0), "census": census(500, 0, 200, 100)},
+               {**_rec("a", "hook", 10.0, 1.1), "census": census(300, 250, 190, 116, copy=16)},
+               {**_rec("b", "plain", 10.0, 1.0), "census": census(500, 0, 200, 100)},
+               {**_rec("b", "hook", 10.0, 0.9), "census": census(400, 0, 200, 100)}]
+    summary = report.summarize(records)
+    [row] = gaps.gpu_time_gaps(report.pooled_records(records), summary)
+    assert row["model"] == "a" and row["best"] == "plain" and math.isclose(row["speed_vs_best"], 1 / 1.1)
+    assert (row["gemm_us"], row["pointwise_us"], row["other_us"], row["total_us"]) == (50, -10, 0, 40)
+    assert row["best_total_us"] == 800 and row["copy_unknown"] is False
+    md = report.markdown(records, summary, [])
+    assert "| a | plain | 0.909 | +50 | -10 | +0 | +40 (800) |" in md and "| b |" not in md
 
 
 def test_a_timing_that_spread_over_a_tenth_of_its_median_is_listed_as_noisy():

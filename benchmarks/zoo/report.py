@@ -24,6 +24,8 @@ import statistics
 from pathlib import Path
 from typing import Any, Callable
 
+from .gaps import gpu_time_gaps_section
+
 log = logging.getLogger("zoo.report")
 TIMED = ("ok", "wrong")
 REPLAY = "cudagraph-replay"
@@ -370,6 +372,7 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
                          f"{_f(g['geomean_compile_vs_plain'], '.2f', 'x')} | "
                          f"{_f(g['max_compile_vs_plain'], '.2f', 'x')} |")
     by_key = pooled_records(records)
+    lines += gpu_time_gaps_section(by_key, summary)
     for model, runs in summary["models"].items():
         first = next(r for (m, _), r in by_key.items() if m == model)
         b = summary["best"].get(model, {})
