@@ -27,14 +27,15 @@ def gpu_time_gaps(by_key: dict[tuple[str, str], dict[str, Any]], summary: dict[s
 
         def us(census: dict[str, Any], *groups: str) -> float:
             return sum(census["groups"].get(g, {}).get("us", 0.0) for g in groups)
-        copy_ours, copy_theirs = trees_input_copy_us(ours), trees_input_copy_us(theirs)
+        inference = by_key[(model, mode)].get("kind") != "train"  # a training step's foreach AdamW is no copy
+        copy_ours, copy_theirs = (trees_input_copy_us(ours), trees_input_copy_us(theirs)) if inference else (0.0, 0.0)
         gaps.append({"model": model, "best": best, "speed_vs_best": speed,
                      "gemm_us": us(ours, "vendor_gemm", "triton_template") - us(theirs, "vendor_gemm", "triton_template"),
                      "pointwise_us": us(ours, "triton") - us(theirs, "triton"),
                      "other_us": us(ours, "other") - copy_ours - us(theirs, "other") + copy_theirs,
                      "total_us": ours.get("total_us", 0.0) - copy_ours - theirs.get("total_us", 0.0) + copy_theirs,
                      "best_total_us": theirs.get("total_us", 0.0) - copy_theirs,
-                     "copy_unknown": "by_name" not in ours})
+                     "copy_unknown": inference and "by_name" not in ours})
     return sorted(gaps, key=lambda g: g["speed_vs_best"])
 
 
@@ -54,9 +55,9 @@ def gpu_time_gaps_section(by_key: dict[tuple[str, str], dict[str, Any]], summary
              "The kernel census of one run of each (us per step, `hook` minus the best stock mode; + is `hook` "
              "slower): GEMMs are cuBLAS/CUTLASS and Triton templates (the product's choice); pointwise/reduction "
              "are Inductor's other Triton kernels (fused around the GEMMs); other is attention, convolutions, "
-             "copies. The census profiles a direct call; the CUDA-graph trees' copy of the inputs it then includes "
-             "(`multi_tensor_apply`) is left out, as the replayed step runs none (* : a census without kernel names, "
-             "where it could not be).", "",
+             "copies. An inference census profiles a direct call; the CUDA-graph trees' copy of the inputs it then "
+             "includes (`multi_tensor_apply`) is left out, as the replayed step runs none (* : a census without "
+             "kernel names, where it could not be).", "",
              "| model | best stock | `hook` vs best | GEMMs | pointwise/reduction | other | total (of the best's) |",
              "|---|---|---|---|---|---|---|"]
     for g in gaps:
