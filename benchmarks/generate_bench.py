@@ -15,7 +15,8 @@ per token; the compiled forward is one CUDA-graph launch in every compiled mode)
 tokens/s follows how fast the host runs each process: the same mode ran 364 and 638 tokens/s in two processes
 on one machine. ``--rounds`` repeats the whole list, modes alternating, each run a fresh process; the
 report takes the median per (model, mode) and shows the GPU time beside it, which the host does not move.
-Every mode's tokens are recorded so the report can check they are the same as ``auto``'s. Results:
+Every mode's tokens are recorded so the report can check they are the same as ``auto``'s, and every step's top-2
+logit margin, so that where they differ the report can say whether ``auto`` itself was at a near tie. Results:
 OUT/results.json (one record per run) and OUT/results.md.
 """
 
@@ -75,12 +76,43 @@ def run_one(model: str, mode: str, repeats: int) -> dict[str, Any]:
         times.append(time.perf_counter() - t0)
     median = statistics.median(times)
     profiled = profile_call(lambda: lm.generate(ids, **gen))
-    return {"model": model, "mode": mode, "status": "ok", "compile_s": first, "generate_s": median,
+    try:
+        margins = top2_margins(lm, ids, gen)
+    except Exception as exc:  # noqa: BLE001 - the margins are extra; never fail a run for them
+        margins = {"margins_error": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"model": model, "mode": mode, "status": "ok", "compile_s": first, "generate_s": median, **margins,
             "tokens_per_s": NEW_TOKENS / median, "gpu_ms_per_token": profiled["gpu_ms"] / NEW_TOKENS,
             "kernel_launches": profiled["kernel_launches"], "graph_launches": profiled["graph_launches"],
             "tokens": out[0, PROMPT:].tolist(),
             "first_tokens_same": out[0].tolist() == tokens[0].tolist(), "gpu": torch.cuda.get_device_name(),
             "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+def top2_margins(lm: Any, ids: Any, gen: dict[str, Any]) -> dict[str, Any]:
+    """One more ``generate`` keeping each step's logits: ``margins``, the gap between the two highest logits at
+    every generated token, with that call's ``margins_tokens``. Why: with random weights many steps are near ties,
+    and a mode whose GEMMs sum in another order may pick the other token there; where the tokens of two modes first
+    differ, the margin says whether that was a near tie (a rounding difference) or a real disagreement."""
+    import torch
+
+    out = lm.generate(ids, **gen, output_scores=True, return_dict_in_generate=True)
+    top = torch.stack(out.scores)[:, 0].float().topk(2, dim=-1).values  # (tokens, 2)
+    return {"margins": [round(float(m), 5) for m in top[:, 0] - top[:, 1]],
+            "margins_tokens": out.sequences[0, PROMPT:].tolist()}
+
+
+def first_difference(auto: dict[str, Any], other: dict[str, Any]) -> str:
+    """Where ``other``'s tokens first differ from ``auto``'s, and ``auto``'s top-2 logit margin there beside its
+    median margin (from ``top2_margins``); "yes" when they never differ."""
+    ours, theirs = other["tokens"], auto["tokens"]
+    if ours == theirs:
+        return "yes"
+    index = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+    margins = auto.get("margins") if auto.get("margins_tokens") == theirs else None
+    if not margins or index >= len(margins):
+        return f"no: from token {index + 1}"
+    return (f"no: from token {index + 1}, where auto's top-2 logit margin was {margins[index]:.3g} "
+            f"(median {statistics.median(margins):.3g})")
 
 
 LAUNCHES = {"cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC"}
@@ -104,7 +136,7 @@ def profile_call(call: Any) -> dict[str, float]:
 
 def medians(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     """Per (model, mode), over its successful runs: ``runs``, median ``tokens_per_s``, ``gpu_ms_per_token`` and
-    ``compile_s``, the runs' ``tokens_per_s_range`` (min, max), and the last run's ``tokens``."""
+    ``compile_s``, the runs' ``tokens_per_s_range`` (min, max), and the last run's ``tokens`` and ``margins``."""
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in records:
         if r.get("status") == "ok":
@@ -114,7 +146,8 @@ def medians(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, An
         values = [r[key] for r in rs if isinstance(r.get(key), (int, float))]
         return statistics.median(values) if values else None
 
-    return {key: {"runs": len(rs), "tokens": rs[-1]["tokens"],
+    return {key: {"runs": len(rs), "tokens": rs[-1]["tokens"], "margins": rs[-1].get("margins"),
+                  "margins_tokens": rs[-1].get("margins_tokens"),
                   "tokens_per_s_range": (min(r["tokens_per_s"] for r in rs), max(r["tokens_per_s"] for r in rs)),
                   **{k: median_of(rs, k) for k in ("tokens_per_s", "gpu_ms_per_token", "compile_s")}}
             for key, rs in runs.items()}
@@ -136,7 +169,7 @@ def report(records: list[dict[str, Any]]) -> str:
     for (model, mode), m in table.items():
         auto = table.get((model, "auto"))
         ratio = f"{m['tokens_per_s'] / auto['tokens_per_s']:.3f}" if auto else "-"
-        same = "-" if not auto else "yes" if m["tokens"] == auto["tokens"] else "no"
+        same = "-" if not auto else first_difference(auto, m)
         gpu = "-" if m["gpu_ms_per_token"] is None else f"{m['gpu_ms_per_token']:.3f}"
         gpu_ratio = (f"{m['gpu_ms_per_token'] / auto['gpu_ms_per_token']:.3f}"
                      if auto and m["gpu_ms_per_token"] and auto["gpu_ms_per_token"] else "-")

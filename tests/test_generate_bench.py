@@ -27,3 +27,17 @@ def test_an_unknown_model_is_refused_in_one_line(tmp_path, capsys):
     assert generate_bench.main(["--out", str(tmp_path / "out"), "--models", "gpt-17"]) == 2
     assert "unknown model 'gpt-17'" in capsys.readouterr().err
     assert not (tmp_path / "results.json").exists() and not (tmp_path / "out").exists()
+
+
+def test_where_tokens_first_differ_the_report_gives_autos_top2_margin_there():
+    auto = {**_run("auto", 600.0, 0.45, 0, tokens=(5, 6, 7, 8)), "margins": [2.0, 1.5, 0.004, 3.0],
+            "margins_tokens": [5, 6, 7, 8]}
+    same = _run("gemm_predictor", 600.0, 0.4, 0, tokens=(5, 6, 7, 8))
+    other = _run("gemm_predictor", 600.0, 0.4, 0, tokens=(5, 6, 9, 1))
+    assert generate_bench.first_difference(auto, same) == "yes"
+    assert generate_bench.first_difference(auto, other) == (
+        "no: from token 3, where auto's top-2 logit margin was 0.004 (median 1.75)")
+    # margins of another call (its tokens differ from the run's): no margin is claimed
+    assert generate_bench.first_difference({**auto, "margins_tokens": [5, 6, 0, 0]}, other) == "no: from token 3"
+    md = generate_bench.report([auto, other])
+    assert "| no: from token 3, where auto's top-2 logit margin was 0.004 (median 1.75) |" in md
