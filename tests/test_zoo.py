@@ -172,8 +172,8 @@ def test_summarize_compares_every_mode_with_the_best_stock_mode_timed_alike():
         _rec("c", "hook", 80.0, 1.0, "wrong")]
     s = report.summarize(records)
     a, b = s["models"]["a"], s["models"]["b"]
-    assert s["best"]["a"] == {"step": 1.0, "step_mode": "ma-no-cudagraphs", "called": 0.5, "called_mode": "max-autotune",
-                              "not_run": ["coordinate-descent"]}
+    assert s["best"]["a"] == {"step": 1.0, "step_mode": "ma-no-cudagraphs", "called": 0.5,
+                              "called_mode": "max-autotune", "not_run": ["coordinate-descent"]}
     assert s["best"]["b"]["not_run"] == [] and s["best"]["c"]["not_run"] == ["ma-no-cudagraphs"]  # a timeout ran
     assert math.isclose(a["hook"]["speed_vs_best"], 0.625) and math.isclose(a["hook"]["called_vs_best"], 0.5 / 0.6)
     assert a["max-autotune"]["speed_vs_best"] is None and a["max-autotune"]["speed_vs_plain"] is None

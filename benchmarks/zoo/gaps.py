@@ -29,8 +29,9 @@ def gpu_time_gaps(by_key: dict[tuple[str, str], dict[str, Any]], summary: dict[s
             return sum(census["groups"].get(g, {}).get("us", 0.0) for g in groups)
         inference = by_key[(model, mode)].get("kind") != "train"  # a training step's foreach AdamW is no copy
         copy_ours, copy_theirs = (trees_input_copy_us(ours), trees_input_copy_us(theirs)) if inference else (0.0, 0.0)
+        gemms = ("vendor_gemm", "triton_template")
         gaps.append({"model": model, "best": best, "speed_vs_best": speed,
-                     "gemm_us": us(ours, "vendor_gemm", "triton_template") - us(theirs, "vendor_gemm", "triton_template"),
+                     "gemm_us": us(ours, *gemms) - us(theirs, *gemms),
                      "pointwise_us": us(ours, "triton") - us(theirs, "triton"),
                      "other_us": us(ours, "other") - copy_ours - us(theirs, "other") + copy_theirs,
                      "total_us": ours.get("total_us", 0.0) - copy_ours - theirs.get("total_us", 0.0) + copy_theirs,

@@ -141,7 +141,7 @@ def parse_mode(text: str) -> Mode:
             option = key.removeprefix(OPTION_PREFIX) if key.startswith(OPTION_PREFIX) else None
             if not eq or not (key if option is None else option).replace(".", "_").isidentifier():
                 raise ValueError(f"mode {text!r}: expected key=value, got {item!r}")
-            if option is not None:  # an Inductor option for predictor.compile(options=...), e.g. options.max_autotune_pointwise
+            if option is not None:  # an Inductor option for predictor.compile(options=...)
                 kwargs.setdefault("options", {})[option] = _value(value.strip())
             else:
                 kwargs[key] = _value(value.strip())
