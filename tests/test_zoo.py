@@ -49,8 +49,9 @@ def test_mode_strings():
         "plain", "hook:top_k=3,cudagraphs=False", "ma-gemm", "hook:top_k=1"]
     tuned = modes.parse_mode("hook:options.max_autotune_pointwise=True,options.triton.multi_kernel=1,tune=3")
     assert tuned.kwargs == {"options": {"max_autotune_pointwise": True, "triton.multi_kernel": 1}, "tune": 3}
-    with pytest.raises(ValueError, match="key=value"):
-        modes.parse_mode("hook:options.=1")
+    for bad in ("hook:options.=1", "hook:top.k=3", "hook:options=1,options.x=2"):
+        with pytest.raises(ValueError, match="key=value"):
+            modes.parse_mode(bad)
 
 
 def test_kernel_census():
@@ -205,7 +206,7 @@ def test_where_hook_is_slower_its_gpu_time_is_split_by_kernel_group_without_the_
             out["by_name"] = [["void at::native::multi_tensor_apply_kernel<...>", 1, copy], ["nvjet_x", 2, gemm]]
         return out
     records = [{**_rec("a", "plain", 10.0, 1.0), "census": census(500, 0, 200, 100)},
-               {**_rec("a", "hook", 10.0, 1.1), "census": census(300, 250, 190, 116, copy=16)},
+               {**_rec("a", "hook", 10.0, 1.1), "census": census(300, 250, 190, 116, copy=16), "cudagraphs": True},
                {**_rec("b", "plain", 10.0, 1.0), "census": census(500, 0, 200, 100)},
                {**_rec("b", "hook", 10.0, 0.9), "census": census(400, 0, 200, 100)}]
     summary = report.summarize(records)
@@ -215,6 +216,9 @@ def test_where_hook_is_slower_its_gpu_time_is_split_by_kernel_group_without_the_
     assert row["best_total_us"] == 800 and row["copy_unknown"] is False
     md = report.markdown(records, summary, [])
     assert "| a | plain | 0.909 | +50 | -10 | +0 | +40 (800) |" in md and "| b |" not in md
+    records[1]["census"] = census(300, 250, 190, 116)  # a trees mode's census without the copy's name
+    [row] = gaps.gpu_time_gaps(report.pooled_records(records), report.summarize(records))
+    assert row["copy_unknown"] is True and row["other_us"] == 16
 
 
 def test_a_timing_that_spread_over_a_tenth_of_its_median_is_listed_as_noisy():
@@ -381,13 +385,27 @@ def test_a_run_the_deadline_stops_is_recorded_as_stopped_and_redone(tmp_path, fa
     [stopped] = json.loads((out / "results.json").read_text())
     assert stopped["status"] == run.STOPPED and "stopped by the budget's deadline after" in stopped["error"]
     assert "1 run(s) left" in capsys.readouterr().out
-    assert "peers not run" in (out / "results.md").read_text()
+    assert "peers not run: plain stopped by the deadline" in (out / "results.md").read_text()
     assert run.main(argv) == 0
     [done] = json.loads((out / "results.json").read_text())
     assert done["status"] == "ok"
     store = run.Store(tmp_path / "r.json", [{"model": "a", "mode": "plain", "status": "timeout"}])
     store.add({"model": "a", "mode": "plain", "status": run.STOPPED})
     assert store.records[("a", "plain")]["status"] == "timeout" and store.done("a", "plain", False)
+    # loaded beside a result (--add-runs, either order): the placeholder is dropped, never a repeat
+    real, stop = {**_rec("a", "plain", 1.0, 2.0)}, {"model": "a", "mode": "plain", "status": run.STOPPED}
+    for order in ([stop, real], [real, stop]):
+        store = run.Store(tmp_path / "r.json", order)
+        assert store.all() == [real] and store.done("a", "plain", False)
+    # --resume-from fills a pair whose only record is a placeholder
+    seed = tmp_path / "seed.json"
+    seed.write_text(json.dumps([{**real, "model": "tiny-mlp"}]))
+    (out / "results.json").write_text(json.dumps([{**stop, "model": "tiny-mlp"}]))
+    assert run.main([*argv, "--resume-from", str(seed)]) == 0
+    assert [r["status"] for r in json.loads((out / "results.json").read_text())] == ["ok"]
+    assert "0 run(s) to do" in capsys.readouterr().out
+    summary = report.summarize([{**stop, "model": "b"}, {**_rec("b", "hook", 1.0, 1.0)}])
+    assert summary["modes"]["plain"]["not_ok"] == 0 and summary["modes"]["plain"]["runs"] == 0
 
 
 def test_a_run_times_out_on_its_own_time_not_on_its_waits_for_other_lanes(tmp_path):

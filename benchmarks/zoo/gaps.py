@@ -36,7 +36,9 @@ def gpu_time_gaps(by_key: dict[tuple[str, str], dict[str, Any]], summary: dict[s
                      "other_us": us(ours, "other") - copy_ours - us(theirs, "other") + copy_theirs,
                      "total_us": ours.get("total_us", 0.0) - copy_ours - theirs.get("total_us", 0.0) + copy_theirs,
                      "best_total_us": theirs.get("total_us", 0.0) - copy_theirs,
-                     "copy_unknown": inference and "by_name" not in ours})
+                     # a mode with trees always copies its inputs: none found means a census without the names
+                     # (older records) or with the copy beyond the longest kernels it keeps
+                     "copy_unknown": inference and bool(by_key[(model, mode)].get("cudagraphs")) and not copy_ours})
     return sorted(gaps, key=lambda g: g["speed_vs_best"])
 
 

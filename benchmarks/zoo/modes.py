@@ -139,7 +139,11 @@ def parse_mode(text: str) -> Mode:
             key, eq, value = item.partition("=")
             key = key.strip()
             option = key.removeprefix(OPTION_PREFIX) if key.startswith(OPTION_PREFIX) else None
-            if not eq or not (key if option is None else option).replace(".", "_").isidentifier():
+            if option is None:
+                valid = key.isidentifier() and key != "options"
+            else:
+                valid = option.replace(".", "_").isidentifier()
+            if not eq or not valid:  # options come one by one: options.<inductor option>=value
                 raise ValueError(f"mode {text!r}: expected key=value, got {item!r}")
             if option is not None:  # an Inductor option for predictor.compile(options=...)
                 kwargs.setdefault("options", {})[option] = _value(value.strip())

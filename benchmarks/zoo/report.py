@@ -82,6 +82,8 @@ def pooled_records(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault((r["model"], r["mode"]), []).append(own_compile(r))
+    # a run stopped by a deadline stands only where its model and mode have no other run
+    groups = {key: [r for r in runs if r.get("status") != "stopped"] or runs[-1:] for key, runs in groups.items()}
     return {key: _pooled(runs) for key, runs in groups.items()}
 
 
@@ -147,7 +149,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
                 "compile_vs_plain": _ratio(r.get("compile_s"), plain.get("compile_s")), "runs": r["runs"]}
     per_mode: dict[str, dict[str, Any]] = {}
     for mode in mode_names:
-        rows = [runs[mode] for runs in models.values() if mode in runs]
+        # a run stopped by a deadline is no result and no failure: left for the next call, out of these counts
+        rows = [runs[mode] for runs in models.values() if mode in runs and runs[mode]["status"] != "stopped"]
         ok = [row for row in rows if row["status"] == "ok"]
         vs_plain = [row["speed_vs_plain"] for row in ok if row["speed_vs_plain"]]
         vs_best = [row["speed_vs_best"] for row in ok if row["speed_vs_best"]]

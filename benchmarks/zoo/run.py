@@ -67,9 +67,13 @@ class Store:
         self.records: dict[tuple[str, str], dict[str, Any]] = {}
         self.repeats: list[dict[str, Any]] = []
         for r in records:
-            key = (r["model"], r["mode"])
-            if key in self.records:
-                self.repeats.append(self.records[key])
+            key, current = (r["model"], r["mode"]), self.records.get((r["model"], r["mode"]))
+            if r.get("status") == STOPPED:  # a placeholder: never a repeat, never over a result
+                if current is None or current.get("status") == STOPPED:
+                    self.records[key] = r
+                continue
+            if current is not None and current.get("status") != STOPPED:
+                self.repeats.append(current)
             self.records[key] = r
 
     def done(self, model: str, mode: str, retry_failed: bool) -> bool:
@@ -177,12 +181,12 @@ class Runner:
             wall = time.monotonic() - t0
             if self.stop.is_set():
                 return None
-            if outcome == "deadline":
+            if outcome == "deadline" and not (tmp / "record.json").exists():  # else it finished just in time
                 waited = waited_seconds(waited_file)
                 record = {"status": STOPPED, "error": f"stopped by the budget's deadline after {wall - waited:.0f} s "
                           f"of its own ({waited:.0f} s more waiting for other runs' turns on the GPU), before a "
                           f"result; the next call redoes it; last log line: {_last_line(log_path)}"}
-            elif outcome == "timeout":
+            elif outcome == "timeout" and not (tmp / "record.json").exists():
                 record = {"status": "timeout", "error": f"{timeout_error(self.args.run_timeout, waited_file)}; "
                           f"last log line: {_last_line(log_path)}"}
             else:
@@ -314,7 +318,7 @@ def prepare(args: argparse.Namespace, argv: list[str]) -> tuple[list[str], list[
         raise ZooError(str(exc)) from None
     records = load_records(results) if results.exists() else []
     if args.resume_from is not None:
-        seen = {(r["model"], r["mode"]) for r in records}
+        seen = {(r["model"], r["mode"]) for r in records if r.get("status") != STOPPED}
         records += [r for r in load_records(args.resume_from) if (r["model"], r["mode"]) not in seen]
     for path in args.add_runs:
         records += load_records(path)
