@@ -219,6 +219,10 @@ def test_where_hook_is_slower_its_gpu_time_is_split_by_kernel_group_without_the_
     records[1]["census"] = census(300, 250, 190, 116)  # a trees mode's census without the copy's name
     [row] = gaps.gpu_time_gaps(report.pooled_records(records), report.summarize(records))
     assert row["copy_unknown"] is True and row["other_us"] == 16
+    # both runs censused their replayed step: those are compared as they are
+    records[0]["census_replay"], records[1]["census_replay"] = census(500, 0, 200, 90), census(300, 250, 180, 90)
+    [row] = gaps.gpu_time_gaps(report.pooled_records(records), report.summarize(records))
+    assert (row["gemm_us"], row["pointwise_us"], row["other_us"], row["copy_unknown"]) == (50, -20, 0, False)
 
 
 def test_a_timing_that_spread_over_a_tenth_of_its_median_is_listed_as_noisy():

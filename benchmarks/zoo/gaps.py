@@ -21,13 +21,16 @@ def gpu_time_gaps(by_key: dict[tuple[str, str], dict[str, Any]], summary: dict[s
         speed, best = runs.get(mode, {}).get("speed_vs_best"), summary["best"][model].get("step_mode")
         if speed is None or speed >= below or best is None:
             continue
-        ours, theirs = by_key[(model, mode)].get("census"), by_key[(model, best)].get("census")
-        if not (isinstance(ours, dict) and isinstance(theirs, dict) and "groups" in ours and "groups" in theirs):
+        replayed = [_usable(by_key[(model, m)].get("census_replay")) for m in (mode, best)]
+        ours, theirs = replayed if all(replayed) else [_usable(by_key[(model, m)].get("census")) for m in (mode, best)]
+        if not (ours and theirs):
             continue
 
         def us(census: dict[str, Any], *groups: str) -> float:
             return sum(census["groups"].get(g, {}).get("us", 0.0) for g in groups)
-        inference = by_key[(model, mode)].get("kind") != "train"  # a training step's foreach AdamW is no copy
+        # a direct call's census of a mode with trees holds their input copy; a replay's and a training step's
+        # (its foreach AdamW is no copy) are taken as they are
+        inference = by_key[(model, mode)].get("kind") != "train" and not all(replayed)
         copy_ours, copy_theirs = (trees_input_copy_us(ours), trees_input_copy_us(theirs)) if inference else (0.0, 0.0)
         gemms = ("vendor_gemm", "triton_template")
         gaps.append({"model": model, "best": best, "speed_vs_best": speed,
@@ -40,6 +43,11 @@ def gpu_time_gaps(by_key: dict[tuple[str, str], dict[str, Any]], summary: dict[s
                      # (older records) or with the copy beyond the longest kernels it keeps
                      "copy_unknown": inference and bool(by_key[(model, mode)].get("cudagraphs")) and not copy_ours})
     return sorted(gaps, key=lambda g: g["speed_vs_best"])
+
+
+def _usable(census: Any) -> dict[str, Any] | None:
+    """A census with kernel groups (not an error, not an empty profile), else None."""
+    return census if isinstance(census, dict) and "groups" in census and census.get("kernels", 1) else None
 
 
 def trees_input_copy_us(census: dict[str, Any]) -> float:
@@ -58,9 +66,9 @@ def gpu_time_gaps_section(by_key: dict[tuple[str, str], dict[str, Any]], summary
              "The kernel census of one run of each (us per step, `hook` minus the best stock mode; + is `hook` "
              "slower): GEMMs are cuBLAS/CUTLASS and Triton templates (the product's choice); pointwise/reduction "
              "are Inductor's other Triton kernels (fused around the GEMMs); other is attention, convolutions, "
-             "copies. An inference census profiles a direct call; the CUDA-graph trees' copy of the inputs it then "
-             "includes (`multi_tensor_apply`) is left out, as the replayed step runs none (* : a census without "
-             "kernel names, where it could not be).", "",
+             "copies. The census of the replayed step where both runs have one; otherwise of a direct call, with "
+             "the CUDA-graph trees' copy of the inputs it then includes (`multi_tensor_apply`) left out, as the "
+             "replayed step runs none (* : a census without kernel names, where it could not be).", "",
              "| model | best stock | `hook` vs best | GEMMs | pointwise/reduction | other | total (of the best's) |",
              "|---|---|---|---|---|---|---|"]
     for g in gaps:

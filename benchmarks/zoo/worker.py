@@ -44,7 +44,8 @@ WARMUP = 10
 # TF32 if a user turned it on, since the record says which).
 TOLERANCE = {"bfloat16": 5e-2, "float16": 2e-2, "float32": 1e-3}
 RECORD_KEYS = ("model family kind dtype mode status error compile_s compile_s_total step_ms step_ms_p10 step_ms_p90 "
-               "step_ms_iqr timing called_ms eager_launch_ms census correct max_abs_err rel_err hook_stats").split()
+               "step_ms_iqr timing called_ms eager_launch_ms census census_replay correct max_abs_err rel_err "
+               "hook_stats").split()
 
 
 def one_line(exc: BaseException) -> str:
@@ -366,6 +367,7 @@ def _time_and_census(record: dict[str, Any], zm: models.ZooModel, step: Callable
     direct = step_times_ms(step, repeats, device)
     record.update(spread(direct), timing="eager-step" if zm.kind == "train" else "cudagraph-trees" if trees
                   else "direct")  # kept if the graph capture below fails
+    graph = None
     if zm.kind == "infer":
         record["called_ms"] = record["eager_launch_ms"] = record["step_ms"]  # the user's own loop
         if device.type == "cuda" and replayable:
@@ -385,6 +387,13 @@ def _time_and_census(record: dict[str, Any], zm: models.ZooModel, step: Callable
             record["census"] = profile_census(step)
         except Exception as exc:  # noqa: BLE001 - the census is extra; never fail a run for it
             record["census"] = {"error": one_line(exc)}
+    if graph is not None and record["timing"] == "cudagraph-replay":
+        # the kernels of the replayed step itself, which step_ms timed: a direct call of a mode with CUDA graph
+        # trees also copies its inputs into the trees' memory, which the replay does not
+        try:
+            record["census_replay"] = profile_census(graph.replay)
+        except Exception as exc:  # noqa: BLE001 - extra, as the census
+            record["census_replay"] = {"error": one_line(exc)}
 
 
 def run(model: str, mode_text: str, repeats: int = 50) -> dict[str, Any]:
