@@ -235,6 +235,19 @@ def test_a_timing_that_spread_over_a_tenth_of_its_median_is_listed_as_noisy():
     assert "rerun before reading them): none." in report.markdown([calm], report.summarize([calm]), [])
 
 
+def test_as_called_is_also_compared_by_each_runs_fastest_tenth_of_calls():
+    trees = "cudagraph-trees"
+    records = [{**_rec("a", "hook", 1.0, 0.2, called=0.50), "called_ms_p10": 0.30},
+               {**_rec("a", "cudagraphs", 1.0, 0.45, timing=trees, called=0.45), "called_ms_p10": 0.36},
+               {**_rec("a", "max-autotune", 1.0, 0.60, timing=trees, called=0.60), "called_ms_p10": 0.33},
+               {**_rec("b", "hook", 1.0, 0.2, called=0.5), "called_ms_p10": 0.4},  # no peer: not counted
+               {**_rec("c", "hook", 1.0, 0.2, called=0.5)}]  # an older record without the field
+    line = report.called_p10_line(records)
+    assert line.endswith("`hook` 1.100x the best of max-autotune, cudagraphs in geomean over 1 models, worst 1.100 (a).")
+    assert line in report.markdown(records, report.summarize(records), [])
+    assert report.called_p10_line(records[3:]) is None
+
+
 def test_older_records_without_called_ms_count_by_their_direct_calls():
     old = [{**_rec("a", "max-autotune", 40.0, 0.5, timing="cudagraph-trees"), "called_ms": None},
            {**_rec("a", "hook", 10.0, 0.4), "called_ms": None, "eager_launch_ms": 1.0}]

@@ -320,6 +320,26 @@ def between_runs_line(records: list[dict[str, Any]]) -> str:
             f"{statistics.median(s for s, _ in spreads):.1%} at the median, {worst:.1%} at most ({model} `{mode}`).")
 
 
+def called_p10_line(records: list[dict[str, Any]], mode: str = "hook") -> str | None:
+    """As called by each run's fastest tenth of direct calls (``called_ms_p10``): ``mode`` against the best of
+    CALLED_PEERS, geomean and worst. Why: direct calls of sub-millisecond steps are host-bound, and lanes compiling
+    on the same host slow some of them; the fastest tenth is what a call costs on a quiet host. None without data."""
+    by_key = pooled_records(records)
+    ratios = {}
+    for model in dict.fromkeys(r["model"] for r in records):
+        ours = by_key.get((model, mode), {}).get("called_ms_p10")
+        peers = [by_key[(model, m)].get("called_ms_p10") for m in CALLED_PEERS if (model, m) in by_key
+                 and by_key[(model, m)].get("status") == "ok"]
+        if ours and peers and all(peers):
+            ratios[model] = min(peers) / ours
+    if not ratios:
+        return None
+    worst = min(ratios, key=ratios.get)
+    return (f"As called by each run's fastest tenth of calls (a quiet host's cost): `{mode}` "
+            f"{geomean(list(ratios.values())):.3f}x the best of {', '.join(CALLED_PEERS)} in geomean over {len(ratios)} models, worst {ratios[worst]:.3f} "
+            f"({worst}).")
+
+
 def not_run_line(summary: dict[str, Any]) -> str:
     """Which models' "vs best stock" lacks a peer that never ran (no record: not reached, or stopped by the
     budget), so the reader knows which comparisons are incomplete."""
@@ -360,7 +380,9 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
                      f"{_f(s['geomean_compile_vs_plain'], '.2f', 'x')} | {_f(s['max_compile_vs_plain'], '.2f', 'x')}"
                      f" | {s['not_ok']} |")
     between_runs = between_runs_line(records)
+    quiet = called_p10_line(records)
     lines += ["", noisy_line(records)] + (["", between_runs] if between_runs else []) + ["", not_run_line(summary)]
+    lines += ["", quiet] if quiet else []
     if "hook" in summary["mode_order"]:
         lines += ["", "## `hook` by group", "", "Held-out sets: architectures added after the policy of their day was "
                   "fixed and never used to tune anything (`models.ZooModel.held_out_set`).", "",
