@@ -242,10 +242,10 @@ def test_as_called_is_also_compared_by_each_runs_fastest_tenth_of_calls():
                {**_rec("a", "max-autotune", 1.0, 0.60, timing=trees, called=0.60), "called_ms_p10": 0.33},
                {**_rec("b", "hook", 1.0, 0.2, called=0.5), "called_ms_p10": 0.4},  # no peer: not counted
                {**_rec("c", "hook", 1.0, 0.2, called=0.5)}]  # an older record without the field
-    line = report.called_p10_line(records)
+    line = report.called_p10_line(report.pooled_records(records))
     assert line.endswith("`hook` 1.100x the best of max-autotune, cudagraphs in geomean over 1 models, worst 1.100 (a).")
     assert line in report.markdown(records, report.summarize(records), [])
-    assert report.called_p10_line(records[3:]) is None
+    assert report.called_p10_line(report.pooled_records(records[3:])) is None
 
 
 def test_older_records_without_called_ms_count_by_their_direct_calls():

@@ -28,6 +28,8 @@ from .gaps import gpu_time_gaps_section
 
 log = logging.getLogger("zoo.report")
 TIMED = ("ok", "wrong")
+# a run the budget's deadline stopped before its result: a placeholder the next call redoes, no result, no failure
+STOPPED = "stopped"
 REPLAY = "cudagraph-replay"
 REPLAY_PEERS = ("plain", "ma-no-cudagraphs", "coordinate-descent")
 CALLED_PEERS = ("max-autotune", "cudagraphs")
@@ -83,7 +85,7 @@ def pooled_records(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[
     for r in records:
         groups.setdefault((r["model"], r["mode"]), []).append(own_compile(r))
     # a run stopped by a deadline stands only where its model and mode have no other run
-    groups = {key: [r for r in runs if r.get("status") != "stopped"] or runs[-1:] for key, runs in groups.items()}
+    groups = {key: [r for r in runs if r.get("status") != STOPPED] or runs[-1:] for key, runs in groups.items()}
     return {key: _pooled(runs) for key, runs in groups.items()}
 
 
@@ -116,7 +118,7 @@ def best_stock(runs: dict[str, dict[str, Any]], kind: str | None) -> dict[str, A
     return {"step": steps.get(step_mode), "step_mode": step_mode, "called": called.get(called_mode),
             "called_mode": called_mode,
             "not_run": [m if m not in runs else f"{m} stopped by the deadline" for m in peers
-                        if runs.get(m, {}).get("status", "stopped") == "stopped"]}
+                        if runs.get(m, {}).get("status", STOPPED) == STOPPED]}
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -150,7 +152,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     per_mode: dict[str, dict[str, Any]] = {}
     for mode in mode_names:
         # a run stopped by a deadline is no result and no failure: left for the next call, out of these counts
-        rows = [runs[mode] for runs in models.values() if mode in runs and runs[mode]["status"] != "stopped"]
+        rows = [runs[mode] for runs in models.values() if mode in runs and runs[mode]["status"] != STOPPED]
         ok = [row for row in rows if row["status"] == "ok"]
         vs_plain = [row["speed_vs_plain"] for row in ok if row["speed_vs_plain"]]
         vs_best = [row["speed_vs_best"] for row in ok if row["speed_vs_best"]]
@@ -320,13 +322,13 @@ def between_runs_line(records: list[dict[str, Any]]) -> str:
             f"{statistics.median(s for s, _ in spreads):.1%} at the median, {worst:.1%} at most ({model} `{mode}`).")
 
 
-def called_p10_line(records: list[dict[str, Any]], mode: str = "hook") -> str | None:
+def called_p10_line(by_key: dict[tuple[str, str], dict[str, Any]], mode: str = "hook") -> str | None:
     """As called by each run's fastest tenth of direct calls (``called_ms_p10``): ``mode`` against the best of
     CALLED_PEERS, geomean and worst. Why: direct calls of sub-millisecond steps are host-bound, and lanes compiling
-    on the same host slow some of them; the fastest tenth is what a call costs on a quiet host. None without data."""
-    by_key = pooled_records(records)
+    on the same host slow some of them; the fastest tenth is what a call costs on a quiet host. ``by_key``: the
+    pooled records (``pooled_records``). None without data."""
     ratios = {}
-    for model in dict.fromkeys(r["model"] for r in records):
+    for model in dict.fromkeys(model for model, _ in by_key):
         ours = by_key.get((model, mode), {}).get("called_ms_p10")
         peers = [by_key[(model, m)].get("called_ms_p10") for m in CALLED_PEERS if (model, m) in by_key
                  and by_key[(model, m)].get("status") == "ok"]
@@ -336,8 +338,8 @@ def called_p10_line(records: list[dict[str, Any]], mode: str = "hook") -> str | 
         return None
     worst = min(ratios, key=ratios.get)
     return (f"As called by each run's fastest tenth of calls (a quiet host's cost): `{mode}` "
-            f"{geomean(list(ratios.values())):.3f}x the best of {', '.join(CALLED_PEERS)} in geomean over {len(ratios)} models, worst {ratios[worst]:.3f} "
-            f"({worst}).")
+            f"{geomean(list(ratios.values())):.3f}x the best of {', '.join(CALLED_PEERS)} in geomean over "
+            f"{len(ratios)} models, worst {ratios[worst]:.3f} ({worst}).")
 
 
 def not_run_line(summary: dict[str, Any]) -> str:
@@ -379,8 +381,9 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
                      f"{_f(s['min_called_vs_best'], '.3f')} | {s['models_called']} | "
                      f"{_f(s['geomean_compile_vs_plain'], '.2f', 'x')} | {_f(s['max_compile_vs_plain'], '.2f', 'x')}"
                      f" | {s['not_ok']} |")
+    by_key = pooled_records(records)
     between_runs = between_runs_line(records)
-    quiet = called_p10_line(records)
+    quiet = called_p10_line(by_key)
     lines += ["", noisy_line(records)] + (["", between_runs] if between_runs else []) + ["", not_run_line(summary)]
     lines += ["", quiet] if quiet else []
     if "hook" in summary["mode_order"]:
@@ -396,7 +399,6 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
                          f"{_f(g['geomean_called_vs_best'], '.3f')} | "
                          f"{_f(g['geomean_compile_vs_plain'], '.2f', 'x')} | "
                          f"{_f(g['max_compile_vs_plain'], '.2f', 'x')} |")
-    by_key = pooled_records(records)
     lines += gpu_time_gaps_section(by_key, summary)
     for model, runs in summary["models"].items():
         first = next(r for (m, _), r in by_key.items() if m == model)

@@ -32,13 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from . import models, modes, report
+from .report import STOPPED
 from .worker import (GPU_LOCK_ENV, LANES_PER_GPU_ENV, SCHEMA_VERSION, WAITED_FILE_ENV, waited_seconds,
                      write_json)
 
 REPO = Path(__file__).resolve().parents[2]
 RETRYABLE = ("error", "timeout")
-# a run the budget's deadline stopped before its result: recorded (how long it had run), redone by the next call
-STOPPED = "stopped"
 
 
 class ZooError(Exception):
@@ -68,13 +67,17 @@ class Store:
         self.repeats: list[dict[str, Any]] = []
         for r in records:
             key, current = (r["model"], r["mode"]), self.records.get((r["model"], r["mode"]))
-            if r.get("status") == STOPPED:  # a placeholder: never a repeat, never over a result
-                if current is None or current.get("status") == STOPPED:
-                    self.records[key] = r
+            if self._hides_result(r):
                 continue
-            if current is not None and current.get("status") != STOPPED:
+            if current is not None and current.get("status") != STOPPED:  # a placeholder is never a repeat
                 self.repeats.append(current)
             self.records[key] = r
+
+    def _hides_result(self, record: dict[str, Any]) -> bool:
+        """Whether ``record`` is a stopped run's placeholder where its model and mode have a record with a result
+        (loaded beside it, or a retried timeout): such a placeholder is dropped."""
+        current = self.records.get((record["model"], record["mode"]))
+        return record.get("status") == STOPPED and current is not None and current.get("status") != STOPPED
 
     def done(self, model: str, mode: str, retry_failed: bool) -> bool:
         """Whether (model, mode) has its result: a run the deadline stopped has none (the next call redoes it)."""
@@ -85,10 +88,9 @@ class Store:
     def add(self, record: dict[str, Any]) -> None:
         """Record a run; a stopped run never replaces a record with a result (a retried timeout, say)."""
         with self.lock:
-            key = (record["model"], record["mode"])
-            if record.get("status") == STOPPED and self.records.get(key, {}).get("status", STOPPED) != STOPPED:
+            if self._hides_result(record):
                 return
-            self.records[key] = record
+            self.records[(record["model"], record["mode"])] = record
             self.save()
 
     def all(self) -> list[dict[str, Any]]:
@@ -181,12 +183,13 @@ class Runner:
             wall = time.monotonic() - t0
             if self.stop.is_set():
                 return None
-            if outcome == "deadline" and not (tmp / "record.json").exists():  # else it finished just in time
+            written = (tmp / "record.json").exists()  # a run that wrote its record as it was stopped keeps it
+            if outcome == "deadline" and not written:
                 waited = waited_seconds(waited_file)
                 record = {"status": STOPPED, "error": f"stopped by the budget's deadline after {wall - waited:.0f} s "
                           f"of its own ({waited:.0f} s more waiting for other runs' turns on the GPU), before a "
                           f"result; the next call redoes it; last log line: {_last_line(log_path)}"}
-            elif outcome == "timeout" and not (tmp / "record.json").exists():
+            elif outcome == "timeout" and not written:
                 record = {"status": "timeout", "error": f"{timeout_error(self.args.run_timeout, waited_file)}; "
                           f"last log line: {_last_line(log_path)}"}
             else:

@@ -415,8 +415,8 @@ def run(model: str, mode_text: str, repeats: int = 50) -> dict[str, Any]:
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         record["device"] = device.type
         record["lanes_per_gpu"] = int(os.environ.get(LANES_PER_GPU_ENV, "1"))  # >1: compiles overlapped
-        record["benchmarks_took_turns"] = bool(os.environ.get(GPU_LOCK_ENV))  # with other lanes' timings
-        record["eager_took_turns"] = record["benchmarks_took_turns"]  # model build and eager reference too
+        # with other lanes' timings: Inductor's benchmarks, and the model build and eager reference too
+        record["benchmarks_took_turns"] = bool(os.environ.get(GPU_LOCK_ENV))
         with benchmarks_take_turns():
             measure(record, zm, mode, repeats, device)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a record

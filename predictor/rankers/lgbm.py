@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 
 from ..device import DeviceInfo
+from ..features import FEATURE_NAMES, feature_matrix, model_feature_count
+from ._common import LEVELS_PER_DOUBLING, RELEVANCE_LEVELS, RankerBase, fraction_gains, relevance, training_rows
 
 if TYPE_CHECKING:  # imported where a booster is fitted: the CLI's other commands run without LightGBM
     import lightgbm as lgb
-from ..features import FEATURE_NAMES, feature_matrix, model_feature_count
-from ._common import LEVELS_PER_DOUBLING, RELEVANCE_LEVELS, RankerBase, fraction_gains, relevance, training_rows
 
 GAINS = ("fraction", "exponential")
 
