@@ -23,6 +23,7 @@ import pandas as pd
 from predictor.artifacts import load_model
 from predictor.device import DeviceInfo
 from predictor.offline.split import in_groups, recorded_test_groups
+from predictor.runtime.policy import DECIDE_MIN_GAP
 from predictor.schema import read_dataset
 
 THRESHOLDS = (-4.0, -3.0, -2.5, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, float("inf"))
@@ -63,7 +64,8 @@ def table(p: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-GAP_BANDS = (-float("inf"), -2.5, 0.0, float("inf"))  # cuBLAS under the shipped gap | taken by the -2.5 gap | favoured
+# cuBLAS under the shipped gap | Triton taken only because of the negative gap | Triton favoured outright
+GAP_BANDS = (-float("inf"), DECIDE_MIN_GAP, 0.0, float("inf"))
 
 
 def in_program_table(rows: pd.DataFrame, m_range: tuple[int, int] | None = None) -> pd.DataFrame:
