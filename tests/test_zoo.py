@@ -326,6 +326,34 @@ def test_held_out_set3_architectures_build():
     assert module(ids).shape == (2, 16, 128)
 
 
+def test_held_out_set4_architectures_build():
+    """The fourth held-out set's transformers configs build and run at shrunk widths: Qwen2-MoE routes each token to
+    4 of 60 experts beside its shared expert, Gemma 2 soft-caps its logits, GPT-2's training step returns a loss."""
+    pytest.importorskip("transformers")
+    import torch
+
+    cpu, one_token = torch.device("cpu"), torch.randint(0, 1000, (1, 1))
+    moe = models._qwen2_moe_config(hidden_size=64, moe_intermediate_size=32, shared_expert_intermediate_size=128,
+                                   num_attention_heads=4, num_key_value_heads=4, vocab_size=1000)
+    assert (moe.num_experts, moe.num_experts_per_tok) == (60, 4)
+    gemma2 = models._gemma2_config(hidden_size=64, intermediate_size=128, num_attention_heads=2,
+                                   num_key_value_heads=1, head_dim=32, vocab_size=1000)
+    smollm2 = models._smollm2_config(hidden_size=60, intermediate_size=160, num_attention_heads=3,
+                                     num_key_value_heads=1, vocab_size=1000)
+    for config in (moe, gemma2, smollm2):
+        lm = models._hf("AutoModelForCausalLM", config, cpu, torch.float32)
+        logits = models.HFOut(lm, ("input_ids",), "logits", use_cache=False)(one_token)
+        assert logits.shape == (1, 1, 1000) and torch.isfinite(logits).all()
+        if config is gemma2:
+            assert logits.abs().max() < gemma2.final_logit_softcapping
+    gpt2 = models._hf("AutoModelForCausalLM", models._gpt2_medium_config(n_embd=64, n_head=2, vocab_size=1000), cpu,
+                      torch.float32)
+    ids = torch.randint(0, 1000, (2, 16))
+    loss = models.HFOut(gpt2, ("input_ids", "labels"), "loss", use_cache=False)(ids, ids.clone())
+    assert loss.dim() == 0 and torch.isfinite(loss)
+    assert [models.get(n).held_out_set for n in ("qwen2-moe-decode-b1", "levit-128", "gpt2-medium-train")] == [4] * 3
+
+
 def test_plot_without_plain_runs(tmp_path):
     """A folder of max-autotune runs alone (its plain runs kept elsewhere) plots a note, not an empty legend."""
     import warnings

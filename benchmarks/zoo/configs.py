@@ -98,3 +98,34 @@ def _mixtral_config(**kw: Any):
     return MixtralConfig(**{**dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
                                    num_key_value_heads=8, num_local_experts=8, num_experts_per_tok=2,
                                    vocab_size=32000, num_hidden_layers=2), **kw})
+
+
+# Held-out architectures, fourth set: added after every policy above was fixed and before any of their runs, never
+# used to tune anything. New here: many small routed experts (60, top-4, 1408 wide) beside a gated shared expert
+# (Qwen2-MoE), logit soft-capping with head_dim 256 and a 256000 vocabulary at batch 1 (Gemma 2), widths that are
+# not multiples of 128 at batch 1 (SmolLM2: 960/2560), GPT-2's Conv1D layers (the weight stored K x N) in a training
+# step, and vision models built from many small GEMMs (LeViT, TinyViT: 64-384 wide).
+def _qwen2_moe_config(**kw: Any):
+    from transformers import Qwen2MoeConfig  # Qwen1.5-MoE-A2.7B widths: 2048, 60 experts of 1408, top-4, shared 5632
+    return Qwen2MoeConfig(**{**dict(hidden_size=2048, moe_intermediate_size=1408, shared_expert_intermediate_size=5632,
+                                    num_experts=60, num_experts_per_tok=4, num_attention_heads=16,
+                                    num_key_value_heads=16, vocab_size=151936, num_hidden_layers=2), **kw})
+
+
+def _gemma2_config(**kw: Any):
+    from transformers import Gemma2Config  # Gemma-2-2B widths: 2304/9216, 8 heads, 4 kv, head_dim 256, soft-capping
+    return Gemma2Config(**{**dict(hidden_size=2304, intermediate_size=9216, num_attention_heads=8,
+                                  num_key_value_heads=4, head_dim=256, vocab_size=256000, num_hidden_layers=2), **kw})
+
+
+def _smollm2_config(**kw: Any):
+    from transformers import LlamaConfig  # SmolLM2-360M widths: 960/2560, 15 heads, 5 kv, tied embeddings
+    return LlamaConfig(**{**dict(hidden_size=960, intermediate_size=2560, num_attention_heads=15,
+                                 num_key_value_heads=5, vocab_size=49152, num_hidden_layers=2,
+                                 tie_word_embeddings=True), **kw})
+
+
+def _gpt2_medium_config(**kw: Any):
+    from transformers import GPT2Config  # GPT-2 medium widths: 1024 (4096 MLP), 16 heads, Conv1D layers
+    return GPT2Config(**{**dict(n_embd=1024, n_head=16, n_layer=2, vocab_size=50257, resid_pdrop=0.0,
+                                embd_pdrop=0.0, attn_pdrop=0.0), **kw})

@@ -17,7 +17,8 @@ from torch import nn
 from . import context_blocks
 from .configs import (  # noqa: F401 -- the tests build the configs at tiny widths through this module
     _llama_config, _qwen2_config, _bert_config, _mistral_config, _phi3_config, _opt_config, _neox_config,
-    _gemma_config, _qwen3_config, _falcon_config, _starcoder2_config, _mixtral_config)
+    _gemma_config, _qwen3_config, _falcon_config, _starcoder2_config, _mixtral_config, _qwen2_moe_config,
+    _gemma2_config, _smollm2_config, _gpt2_medium_config)
 
 # build(device, dtype=None) -> (module, inputs, step_kind); dtype=None means the entry's own dtype.
 # step_kind "forward": the module returns the tensor compared with eager (logits / last hidden state);
@@ -409,6 +410,30 @@ _ENTRIES = [
              "last-token logits"),
     ZooModel("mixtral-moe-decode-b1", "llm-moe", "infer", "bfloat16", _causal_lm(_mixtral_config, 1, 1, "bfloat16"),
              f"Mixtral (8x7B widths, 8 experts, top-2), {_TWO}; one token at batch 1, no KV cache"),
+    # held out, fourth set (see _qwen2_moe_config): added before any of their runs, not used to tune anything
+    ZooModel("qwen2-moe-decode-b1", "llm-moe", "infer", "bfloat16", _causal_lm(_qwen2_moe_config, 1, 1, "bfloat16"),
+             f"Qwen1.5-MoE-A2.7B widths (2048, 60 routed experts of 1408, top-4, gated shared expert of 5632, vocab "
+             f"151936), {_TWO}; one token at batch 1, no KV cache", held_out_set=4),
+    ZooModel("qwen2-moe-prefill", "llm-moe", "infer", "bfloat16",
+             _causal_lm(_qwen2_moe_config, 1, 512, "bfloat16", logits_to_keep=1),
+             f"Qwen1.5-MoE-A2.7B widths as qwen2-moe-decode-b1, {_TWO}; 1x512 prefill, last-token logits",
+             held_out_set=4),
+    ZooModel("gemma2-decode-b1", "llm-decode", "infer", "bfloat16", _causal_lm(_gemma2_config, 1, 1, "bfloat16"),
+             f"Gemma-2-2B widths (2304/9216, 8 heads, 4 kv, head_dim 256, logit soft-capping, vocab 256000), {_TWO}; "
+             "one token at batch 1, no KV cache (M=1)", held_out_set=4),
+    ZooModel("smollm2-decode-b1", "llm-decode", "infer", "bfloat16", _causal_lm(_smollm2_config, 1, 1, "bfloat16"),
+             f"SmolLM2-360M widths (960/2560, 15 heads, 5 kv, tied embeddings), {_TWO}; one token at batch 1, no KV "
+             "cache (M=1)", held_out_set=4),
+    ZooModel("levit-128", "vision-transformer", "infer", "float16", _timm("levit_128", 32, "float16"),
+             "timm levit_128 (attention and MLPs 128-384 wide on 196-16 tokens, Linear + BatchNorm), full depth; "
+             "batch 32", held_out_set=4),
+    ZooModel("tiny-vit-5m", "vision-transformer", "infer", "float16", _timm("tiny_vit_5m_224", 32, "float16"),
+             "timm tiny_vit_5m_224 (convolutional stem, windowed attention 64-320 wide), full depth; batch 32",
+             held_out_set=4),
+    ZooModel("gpt2-medium-train", "train", "train", "bfloat16",
+             _causal_lm_train(_gpt2_medium_config, 8, 256, "bfloat16"),
+             f"GPT-2 medium widths (1024/4096, 16 heads, Conv1D layers: the weight stored K x N), {_TWO}, dropout 0; "
+             "bf16 weights, 8x256 tokens, causal-LM loss, AdamW", held_out_set=4),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]
