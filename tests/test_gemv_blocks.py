@@ -214,6 +214,24 @@ def test_single_gemvs_follow_their_nearest_problem_and_pairs_the_pool():
     assert gb.choose_from_table(gb.GemvKernel(3000, 4096, "bfloat16"), []) is None
 
 
+def test_a_partial_last_block_along_k_counts_against_a_config():
+    """A label's times carry over to a K its R0_BLOCK does not divide with the masked loop step counted: at K=2304
+    (Gemma 2's width) R0_BLOCK 2048 runs two steps over 4096 lanes, 256 does nine over exactly 2304."""
+    rows = [_row(256000, 2048, 1, {"X1_R2048_w8": 340.0, "X16_R256_w8": 357.0})]
+    assert _best(gb.GemvKernel(256000, 2048, "bfloat16"), rows) == "X1_R2048_w8"
+    assert _best(gb.GemvKernel(256000, 4096, "bfloat16"), rows) == "X1_R2048_w8"  # both blocks divide K
+    assert _best(gb.GemvKernel(256000, 2304, "bfloat16"), rows) == "X16_R256_w8"
+    assert gb.ranked_configs(gb.GemvKernel(256000, 2304, "bfloat16"), rows, k_tail_exponent=0.0)[0] == "X1_R2048_w8"
+
+
+def test_counting_the_partial_block_raises_the_held_out_oracle_on_the_h100_labels():
+    from predictor.offline.gemv_eval import read_labels
+
+    probs = gemv_blocks_fit.problems(read_labels(ROOT / "datasets/nvidia-h100/gemv_blocks.parquet", gemv_blocks_fit.KIND))
+    every = gemv_blocks_fit.evaluate(probs).filter(like="all", axis=0).iloc[0]
+    assert every["table at every width"] > every["K tail ignored"] + 0.01
+
+
 @pytest.mark.parametrize("gpu", ["nvidia-h100", "nvidia-h200"])
 def test_held_out_table_beats_cublas_and_inductors_default_blocks_on_the_shipped_labels(gpu):
     from predictor.offline.gemv_eval import read_labels

@@ -14,7 +14,8 @@ problem = the fastest measured candidate / the time of the chosen one, geomean o
 Columns: ``table (held out)``, what ``predictor.compile`` runs (``runtime_rule``, table blocks); ``table at every
 width``, the reduction with table blocks for every GEMV, and the same blind to the work fused ahead (``forms
 ignored``: every kernel matched as if it loaded the vector alone), choosing from the nearest problem only or from the
-three nearest (what ``neighbours`` was chosen on); baselines ``cublas-only`` (plain ``torch.compile``),
+three nearest (what ``neighbours`` was chosen on), and the same without the partial-block term (``K tail ignored``:
+``gemv_blocks.K_TAIL_EXPONENT`` 0); baselines ``cublas-only`` (plain ``torch.compile``),
 ``reduction-default`` (the reduction under Inductor's default blocks everywhere) and ``max-n-rule`` (the width rule
 with default blocks).
 """
@@ -30,7 +31,7 @@ import pandas as pd
 
 from predictor.offline.gemv_eval import read_labels
 from predictor.runtime.gemv import takes_reduction
-from predictor.runtime.gemv_blocks import GemvKernel, form_of, ranked_configs
+from predictor.runtime.gemv_blocks import K_TAIL_EXPONENT, GemvKernel, form_of, ranked_configs
 
 KIND = "gemv_block_labels"
 ATEN, DEFAULT = "aten/plain", "gemv/reduction"
@@ -72,7 +73,7 @@ def table_rows(probs: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _chosen_time(problem: Any, table: list[dict[str, Any]], count: int | None = None,
-                 every_width: bool = False, blind: bool = False) -> float:
+                 every_width: bool = False, blind: bool = False, k_tail_exponent: float = K_TAIL_EXPONENT) -> float:
     """The held-out problem's time under the table's choice (``blind``: as if nothing were fused ahead of the GEMV,
     the table before forms). NaN where that choice's time was not measured on a footing comparable with the block
     configs (cuBLAS or the default blocks of a function with work fused ahead)."""
@@ -82,7 +83,7 @@ def _chosen_time(problem: Any, table: list[dict[str, Any]], count: int | None = 
         return problem.aten_us if whole else np.nan
     kernel = GemvKernel(problem.n, problem.k, problem.dtype, problem.weights,
                         1 if blind else problem.vector_loads, False if blind else problem.activation_ahead)
-    ranked = ranked_configs(kernel, table, count)
+    ranked = ranked_configs(kernel, table, count, k_tail_exponent)
     # no labelled config that fits, or one the held-out problem did not time: Inductor's default blocks
     fallback = problem.default_us if whole else np.nan
     return problem.times.get(f"gemv/{ranked[0]}", fallback) if ranked else fallback
@@ -103,6 +104,7 @@ def evaluate(probs: pd.DataFrame) -> pd.DataFrame:
             records.append({"form": p.form, "table (held out)": best / _chosen_time(p, table),
                             "table at every width": best / _chosen_time(p, table, every_width=True),
                             "forms ignored": best / _chosen_time(p, table, every_width=True, blind=True),
+                            "K tail ignored": best / _chosen_time(p, table, every_width=True, k_tail_exponent=0.0),
                             "nearest only": best / _chosen_time(p, table, 1, every_width=True),
                             "pool of 3": best / _chosen_time(p, table, 3, every_width=True),
                             "cublas-only": best / p.aten_us if whole else np.nan,
