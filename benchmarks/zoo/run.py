@@ -161,7 +161,7 @@ class Runner:
         """One worker run -> its record (status "stopped" when the budget's deadline cut it); None when the runner
         was interrupted."""
         tmp = Path(tempfile.mkdtemp(prefix="zoo-run-"))
-        env, waited_file = worker_env(tmp, device, self.args.lanes_per_gpu, self.out)
+        env, waited_file = worker_env(tmp, device, self.args.lanes_per_gpu, self.args.gpu_lock_dir or self.out)
         log_path = self.out / "logs" / re.sub(r"[^A-Za-z0-9._-]+", "_", f"{model}__{mode}.log")
         cmd = [sys.executable, "-m", "benchmarks.zoo.worker", "--model", model, "--mode", mode,
                "--repeats", str(self.args.repeats), "--json-out", str(tmp / "record.json")]
@@ -279,6 +279,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="workers per GPU: their compiles overlap, their timings and autotuning benchmarks take turns "
                         "(a lock per GPU); compile times then include the host's contention (records say "
                         "lanes_per_gpu), not the waits for turns (compile_waited_s)")
+    p.add_argument("--gpu-lock-dir", type=Path, default=None,
+                   help="where the per-GPU lock lives (default --out): runners of other --out folders on the same "
+                        "machine given the same folder take turns with these lanes too")
     p.add_argument("--repeats", type=int, default=50)
     p.add_argument("--run-timeout", type=float, default=240.0,
                    help="seconds of its own per (model, mode) run: time it waits for other lanes' turns on the GPU "

@@ -159,7 +159,9 @@ def nearest_rows(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int 
 # lanes are partly masked. Masked lanes load nothing, so the cost is issue slots and latency, not bandwidth: a
 # config's labelled time is scaled by (padded K over the kernel's / padded K over the label's) ** 0.5. Chosen on the
 # labels' leave-one-model-out oracle@1 (gemm-predictor gemv-fit, H100): 0.966 without the term, 0.982 with 0.5,
-# 0.981 with 1; on the problems whose K is no power of two, 0.937 -> 0.976.
+# 0.981 with 1; on the problems whose K is no power of two, 0.937 -> 0.976. Single GEMVs only: on pairs (two
+# weights per program, gate and up) the labels say no better (0.987 -> 0.983 over the pair forms), and on the zoo's
+# qwen2-decode-b1 (H100) the pairs at K=1536 it moved from R0_BLOCK 1024-2048 to 512 ran 4-6% slower.
 K_TAIL_EXPONENT = 0.5
 
 
@@ -172,8 +174,8 @@ def ranked_configs(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: in
                    k_tail_exponent: float = K_TAIL_EXPONENT) -> list[str]:
     """Block configs best first by their geomean of (fastest / their time) over the nearest labelled problems
     (``neighbours``, or ``count``), among configs that fit ``kernel`` and were timed on all of them: for a pair,
-    one problem's 1% winner does not decide alone. Each time is carried over to the kernel's K by the partial-block
-    term (``K_TAIL_EXPONENT``; 0 leaves it out). Empty for an empty table."""
+    one problem's 1% winner does not decide alone. For a single GEMV each time is carried over to the kernel's K by
+    the partial-block term (``K_TAIL_EXPONENT``; 0 leaves it out). Empty for an empty table."""
     pool = nearest_rows(kernel, rows, count or neighbours(kernel))
     if not pool:
         return []
@@ -182,8 +184,9 @@ def ranked_configs(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: in
 
     def score(name: str) -> float:
         r0_block = parse_config_name(name)["R0_BLOCK"]
+        exponent = k_tail_exponent if kernel.weights == 1 else 0.0
         return sum(math.log(min(r["times"].values()) / r["times"][name])
-                   - k_tail_exponent * math.log(_k_tail(kernel.k, r0_block) / _k_tail(int(r["k"]), r0_block))
+                   - exponent * math.log(_k_tail(kernel.k, r0_block) / _k_tail(int(r["k"]), r0_block))
                    for r in pool)
 
     return sorted(sorted(names), key=score, reverse=True)
