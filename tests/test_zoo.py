@@ -476,3 +476,13 @@ def test_a_run_times_out_on_its_own_time_not_on_its_waits_for_other_lanes(tmp_pa
     assert time.monotonic() - t0 < 5
     slow.kill()
     slow.wait()
+
+
+def test_train_host_refuses_an_unknown_mode_naming_it(capsys):
+    """The quiet-host training benchmark checks its modes before starting any GPU process."""
+    from benchmarks import train_host
+
+    with pytest.raises(SystemExit) as exc:
+        train_host.main(["--modes", "reduce-overhead,max-autotun"])
+    assert exc.value.code == 2
+    assert "max-autotun" in capsys.readouterr().err

@@ -1,0 +1,116 @@
+"""Training-step time per compile mode, one mode per fresh process, one process at a time on a quiet host.
+
+Why beside the zoo: an eager training step (forward, backward, AdamW) is host-bound at a few ms, so the zoo's
+lanes -- other runs compiling on the same host while one is timed -- move it by up to 10% with identical kernels
+(gpt2-medium-train, H100: the zoo's lanes gave `hook` 0.92x `reduce-overhead` in both orders; here, alone, 1.00x).
+This times each mode alone and splits the host time by phase, so a host overhead of the product's shows.
+
+    python -m benchmarks.train_host --model gpt2-medium-train --modes reduce-overhead,hook,reduce-overhead
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MODES = ("reduce-overhead", "hook", "plain")
+
+
+def measure(model: str, mode: str, rounds: int, steps: int) -> dict:
+    """One mode in this process: median step time over ``rounds`` x ``steps`` and the host time per phase."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp())  # empty caches: a compile like a user's
+    import torch
+
+    from benchmarks.zoo import models
+
+    module, inputs, kind = models.get(model).build(torch.device("cuda"))
+    if kind != "loss":
+        raise SystemExit(f"train_host: {model} is not a training model (its step returns {kind})")
+    module.train()
+    if mode == "hook":
+        import predictor
+        compiled = predictor.compile(module)
+    else:
+        compiled = torch.compile(module, mode=None if mode == "plain" else mode)
+    optimizer = torch.optim.AdamW(module.parameters(), lr=1e-4)
+    phases: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": []}
+
+    def step(record: bool) -> None:
+        t0 = time.perf_counter()
+        loss = compiled(*inputs)
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        t3 = time.perf_counter()
+        if record:
+            for name, took in zip(phases, (t1 - t0, t2 - t1, t3 - t2)):
+                phases[name].append(took * 1e3)
+
+    start = time.perf_counter()
+    for _ in range(5):  # compile, then the CUDA-graph trees' warm-up and recording
+        step(False)
+    torch.cuda.synchronize()
+    first_steps_s = time.perf_counter() - start
+    step_ms = []
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step(True)
+        torch.cuda.synchronize()
+        step_ms.append((time.perf_counter() - t0) * 1e3 / steps)
+    import triton
+    return {"model": model, "mode": mode, "step_ms": statistics.median(step_ms), "step_ms_rounds": step_ms,
+            "first_steps_s": first_steps_s,
+            **{f"host_{name}_ms": statistics.median(v) for name, v in phases.items()},
+            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.train_host", description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="gpt2-medium-train", help="a zoo training model")
+    p.add_argument("--modes", default="reduce-overhead,hook,reduce-overhead",
+                   help=f"comma list of {', '.join(MODES)}; a mode named twice runs twice (both orders)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--out", type=Path, help="write the records here as JSON")
+    p.add_argument("--one", help=argparse.SUPPRESS)  # the child process: measure this mode and print its record
+    args = p.parse_args(argv)
+    if args.one:
+        print(json.dumps(measure(args.model, args.one, args.rounds, args.steps)))
+        return 0
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        p.error(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
+    records = []
+    for mode in modes:
+        cmd = [sys.executable, "-m", "benchmarks.train_host", "--model", args.model, "--one", mode,
+               "--rounds", str(args.rounds), "--steps", str(args.steps)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+        if done.returncode or not lines:
+            print(f"{mode}: failed (rc {done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
+            continue
+        rec = json.loads(lines[-1])
+        records.append(rec)
+        print(f"{mode:16s} step {rec['step_ms']:.3f} ms | host forward {rec['host_forward_ms']:.3f}, backward "
+              f"{rec['host_backward_ms']:.3f}, optimizer {rec['host_optimizer_ms']:.3f} ms | {rec['gpu']}, "
+              f"torch {rec['torch']}")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(records, indent=1) + "\n")
+    return 0 if records else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
