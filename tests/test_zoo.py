@@ -486,3 +486,16 @@ def test_train_host_refuses_an_unknown_mode_naming_it(capsys):
         train_host.main(["--modes", "reduce-overhead,max-autotun"])
     assert exc.value.code == 2
     assert "max-autotun" in capsys.readouterr().err
+
+
+def test_the_report_names_training_steps_timed_beside_compiling_runs():
+    """A training record made with other lanes on the host is named (its comparison carries host contention); an
+    inference record in lanes, or a training record timed alone, is not."""
+    lanes = lambda rec, n: {**rec, "lanes_per_gpu": n}  # noqa: E731
+    records = [lanes(_rec("gpt2-medium-train", "hook", 10.0, 4.7, kind="train"), 2),
+               lanes(_rec("bert-train", "hook", 10.0, 2.0, kind="train"), 1),
+               lanes(_rec("bert-base", "hook", 10.0, 0.2), 4)]
+    line = report.shared_host_training_line(records)
+    assert "gpt2-medium-train" in line and "bert-train" not in line and "bert-base" not in line
+    assert report.shared_host_training_line(records[1:]) == ""
+    assert line in report.markdown(records, report.summarize(records), [])

@@ -342,6 +342,19 @@ def called_p10_line(by_key: dict[tuple[str, str], dict[str, Any]], mode: str = "
             f"{len(ratios)} models, worst {ratios[worst]:.3f} ({worst}).")
 
 
+def shared_host_training_line(records: list[dict[str, Any]]) -> str:
+    """Which training models were timed while other runs compiled on the same host (``lanes_per_gpu`` > 1), or "".
+    Why: an eager training step is host-bound (AdamW runs eagerly), and compiling neighbours slow it whatever the GPU
+    lock does: gpt2-medium-train ran 0.92x ``reduce-overhead`` in lanes with the same kernels, 1.00x alone
+    (docs/FINDINGS.md, 66; ``python -m benchmarks.train_host`` times modes one at a time)."""
+    shared = sorted({r["model"] for r in records if r.get("kind") == "train" and r.get("status") in TIMED
+                     and (r.get("lanes_per_gpu") or 1) > 1})
+    if not shared:
+        return ""
+    return ("Training steps timed while other runs compiled on the same host (host-bound: their comparisons carry "
+            f"host contention; `python -m benchmarks.train_host` times modes alone): {', '.join(shared)}.")
+
+
 def not_run_line(summary: dict[str, Any]) -> str:
     """Which models' "vs best stock" lacks a peer that never ran (no record: not reached, or stopped by the
     budget), so the reader knows which comparisons are incomplete."""
@@ -384,7 +397,9 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
     by_key = pooled_records(records)
     between_runs = between_runs_line(records)
     quiet = called_p10_line(by_key)
+    shared_host = shared_host_training_line(records)
     lines += ["", noisy_line(records)] + (["", between_runs] if between_runs else []) + ["", not_run_line(summary)]
+    lines += ["", shared_host] if shared_host else []
     lines += ["", quiet] if quiet else []
     if "hook" in summary["mode_order"]:
         lines += ["", "## `hook` by group", "", "Held-out sets: architectures added after the policy of their day was "
