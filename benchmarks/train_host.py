@@ -5,7 +5,7 @@ lanes -- other runs compiling on the same host while one is timed -- move it by 
 (gpt2-medium-train, H100: the zoo's lanes gave `hook` 0.92x `reduce-overhead` in both orders; here, alone, 1.00x).
 This times each mode alone and splits the host time by phase, so a host overhead of the product's shows.
 
-    python -m benchmarks.train_host --model gpt2-medium-train --modes reduce-overhead,hook,reduce-overhead
+    python -m benchmarks.train_host --model gpt2-medium-train --modes cudagraphs,hook,cudagraphs
 """
 
 from __future__ import annotations
@@ -20,25 +20,19 @@ import tempfile
 import time
 from pathlib import Path
 
-MODES = ("reduce-overhead", "hook", "plain")
-
 
 def measure(model: str, mode: str, rounds: int, steps: int) -> dict:
-    """One mode in this process: median step time over ``rounds`` x ``steps`` and the host time per phase."""
+    """One zoo mode in this process: median step time over ``rounds`` x ``steps`` and the host time per phase."""
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp())  # empty caches: a compile like a user's
     import torch
 
-    from benchmarks.zoo import models
+    from benchmarks.zoo import models, modes, worker
 
     module, inputs, kind = models.get(model).build(torch.device("cuda"))
     if kind != "loss":
         raise SystemExit(f"train_host: {model} is not a training model (its step returns {kind})")
     module.train()
-    if mode == "hook":
-        import predictor
-        compiled = predictor.compile(module)
-    else:
-        compiled = torch.compile(module, mode=None if mode == "plain" else mode)
+    compiled = modes.parse_mode(mode).compile(module)
     optimizer = torch.optim.AdamW(module.parameters(), lr=1e-4)
     phases: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": []}
 
@@ -68,18 +62,16 @@ def measure(model: str, mode: str, rounds: int, steps: int) -> dict:
             step(True)
         torch.cuda.synchronize()
         step_ms.append((time.perf_counter() - t0) * 1e3 / steps)
-    import triton
     return {"model": model, "mode": mode, "step_ms": statistics.median(step_ms), "step_ms_rounds": step_ms,
             "first_steps_s": first_steps_s,
-            **{f"host_{name}_ms": statistics.median(v) for name, v in phases.items()},
-            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
+            **{f"host_{name}_ms": statistics.median(v) for name, v in phases.items()}, **worker.environment()}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.train_host", description=__doc__.splitlines()[0])
     p.add_argument("--model", default="gpt2-medium-train", help="a zoo training model")
-    p.add_argument("--modes", default="reduce-overhead,hook,reduce-overhead",
-                   help=f"comma list of {', '.join(MODES)}; a mode named twice runs twice (both orders)")
+    p.add_argument("--modes", default="cudagraphs,hook,cudagraphs",
+                   help="comma list of zoo modes (cudagraphs is reduce-overhead); a mode named twice runs twice")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--out", type=Path, help="write the records here as JSON")
@@ -88,12 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         print(json.dumps(measure(args.model, args.one, args.rounds, args.steps)))
         return 0
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
-    if unknown:
-        p.error(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
+    from benchmarks.zoo import modes
+
+    names = [m.strip() for m in args.modes.split(",") if m.strip()]
+    try:
+        for name in names:
+            modes.parse_mode(name)
+    except ValueError as exc:
+        p.error(str(exc))
     records = []
-    for mode in modes:
+    for mode in names:
         cmd = [sys.executable, "-m", "benchmarks.train_host", "--model", args.model, "--one", mode,
                "--rounds", str(args.rounds), "--steps", str(args.steps)]
         done = subprocess.run(cmd, capture_output=True, text=True)

@@ -182,9 +182,10 @@ def ranked_configs(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: in
     names = set.intersection(*(set(r["times"]) for r in pool))
     names = {n for n in names if fits(parse_config_name(n), kernel)}
 
+    exponent = k_tail_exponent if kernel.weights == 1 else 0.0
+
     def score(name: str) -> float:
         r0_block = parse_config_name(name)["R0_BLOCK"]
-        exponent = k_tail_exponent if kernel.weights == 1 else 0.0
         return sum(math.log(min(r["times"].values()) / r["times"][name])
                    - exponent * math.log(_k_tail(kernel.k, r0_block) / _k_tail(int(r["k"]), r0_block))
                    for r in pool)
