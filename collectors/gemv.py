@@ -58,6 +58,8 @@ def corpus() -> list[dict[str, Any]]:
 
 def problem_id(p: dict[str, Any]) -> str:
     key = "|".join(str(p[f]) for f in ("op", "b", "m", "n", "k", "dtype", "layout_a", "layout_b") if f in p)
+    if "active" in p:  # grouped GEMMs routing fewer rows than experts (collectors/grouped_mm.py)
+        key += f"|active={p['active']}"
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 

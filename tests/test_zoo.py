@@ -354,6 +354,21 @@ def test_held_out_set4_architectures_build():
     assert [models.get(n).held_out_set for n in ("qwen2-moe-decode-b1", "levit-128", "gpt2-medium-train")] == [4] * 3
 
 
+def test_held_out_set5_moe_builds():
+    """The fifth held-out set's Qwen3-MoE config builds and runs at shrunk widths: each token routed to 8 of 128
+    experts, no shared expert."""
+    pytest.importorskip("transformers")
+    import torch
+
+    moe = models._qwen3_moe_config(hidden_size=64, moe_intermediate_size=32, num_attention_heads=4,
+                                   num_key_value_heads=2, head_dim=16, vocab_size=1000)
+    assert (moe.num_experts, moe.num_experts_per_tok) == (128, 8)
+    lm = models._hf("AutoModelForCausalLM", moe, torch.device("cpu"), torch.float32)
+    logits = models.HFOut(lm, ("input_ids",), "logits", use_cache=False)(torch.randint(0, 1000, (1, 3)))
+    assert logits.shape == (1, 3, 1000) and torch.isfinite(logits).all()
+    assert [models.get(n).held_out_set for n in ("qwen3-moe-decode-b1", "qwen3-moe-prefill")] == [5, 5]
+
+
 def test_plot_without_plain_runs(tmp_path):
     """A folder of max-autotune runs alone (its plain runs kept elsewhere) plots a note, not an empty legend."""
     import warnings

@@ -18,7 +18,7 @@ from . import context_blocks
 from .configs import (  # noqa: F401 -- the tests build the configs at tiny widths through this module
     _llama_config, _qwen2_config, _bert_config, _mistral_config, _phi3_config, _opt_config, _neox_config,
     _gemma_config, _qwen3_config, _falcon_config, _starcoder2_config, _mixtral_config, _qwen2_moe_config,
-    _gemma2_config, _smollm2_config, _gpt2_medium_config)
+    _gemma2_config, _smollm2_config, _gpt2_medium_config, _qwen3_moe_config)
 
 # build(device, dtype=None) -> (module, inputs, step_kind); dtype=None means the entry's own dtype.
 # step_kind "forward": the module returns the tensor compared with eager (logits / last hidden state);
@@ -434,6 +434,14 @@ _ENTRIES = [
              _causal_lm_train(_gpt2_medium_config, 8, 256, "bfloat16"),
              f"GPT-2 medium widths (1024/4096, 16 heads, Conv1D layers: the weight stored K x N), {_TWO}, dropout 0; "
              "bf16 weights, 8x256 tokens, causal-LM loss, AdamW", held_out_set=4),
+    # held out, fifth set (see _qwen3_moe_config): added before any of their runs, not used to tune anything
+    ZooModel("qwen3-moe-decode-b1", "llm-moe", "infer", "bfloat16", _causal_lm(_qwen3_moe_config, 1, 1, "bfloat16"),
+             f"Qwen3-30B-A3B widths (2048, 128 routed experts of 768, top-8, 32 heads, 4 kv, vocab 151936), {_TWO}; "
+             "one token at batch 1, no KV cache", held_out_set=5),
+    ZooModel("qwen3-moe-prefill", "llm-moe", "infer", "bfloat16",
+             _causal_lm(_qwen3_moe_config, 1, 512, "bfloat16", logits_to_keep=1),
+             f"Qwen3-30B-A3B widths as qwen3-moe-decode-b1, {_TWO}; 1x512 prefill, last-token logits",
+             held_out_set=5),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]
