@@ -1,5 +1,5 @@
-"""Grouped GEMMs decided without a benchmark (CPU): the band's one Triton config, aten above the bands or for
-symbolic rows, plain's lowering when the template refuses, and Inductor's lowering table restored."""
+"""Grouped GEMMs decided without a benchmark (CPU): the band's one Triton config, plain's aten lowering for
+symbolic rows or when the template refuses, and Inductor's lowering table restored."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ class Node:
         return self.size
 
 
-@pytest.mark.parametrize(("rows", "expected"), [(1, (16, 64, 256, 4, 4)), (16, (16, 128, 128, 4, 4)),
-                                                (64, (64, 256, 64, 3, 4)), (129, None), (4096, None)])
+@pytest.mark.parametrize(("rows", "expected"), [(4 / 60, (32, 64, 256, 3, 4)), (1, (16, 128, 128, 4, 4)),
+                                                (16, (16, 128, 128, 4, 4)), (17, (64, 128, 128, 4, 4)),
+                                                (128, (64, 128, 128, 4, 4)), (4096, (128, 256, 64, 4, 8))])
 def test_bands(rows, expected):
     assert grouped_mm.config_for(rows) == expected
 
@@ -45,13 +46,20 @@ def test_few_rows_per_expert_get_the_bands_one_config_and_nothing_else():
     assert len(mm_grouped.grouped_mm_configs()) > 1  # Inductor's own list is back
 
 
-def test_many_rows_symbolic_rows_or_a_refusing_template_lower_as_plain():
+def test_decode_routes_fewer_rows_than_experts_to_the_decode_band():
+    """Batch-1 decode routes a token to 4 of 60 experts: A has 4 rows, under one per expert."""
+    seen = []
+    with config.patch(max_autotune_gemm=True, max_autotune_gemm_backends="ATEN,TRITON"):
+        grouped_mm._decided(_seen_lower(seen))(Node(4, 2048), Node(60, 2816, 2048))
+    assert seen == [(True, "TRITON", [(32, 64, 256, 3, 4)])]
+
+
+def test_symbolic_rows_or_a_refusing_template_lower_as_plain():
     seen = []
     with config.patch(max_autotune_gemm=True):
-        grouped_mm._decided(_seen_lower(seen))(Node(8 * 512, 4096), Node(8, 4096, 14336))
         grouped_mm._decided(_seen_lower(seen))(Node("s0", 4096), Node(8, 4096, 14336))
         grouped_mm._decided(_seen_lower(seen, fail_on_triton=True))(Node(8, 4096), Node(8, 4096, 14336))
-    assert [s[0] for s in seen] == [False, False, True, False]  # the third: Triton refused, then plain
+    assert [s[0] for s in seen] == [False, True, False]  # the second: Triton refused, then plain
 
 
 def test_full_max_autotune_keeps_its_own_search():

@@ -1,12 +1,14 @@
 """Grouped GEMMs (mixture-of-experts layers) decided without a benchmark: one Triton config per rows-per-expert.
 
 Why: transformers runs its experts through ``torch._grouped_mm``. Plain ``torch.compile`` lowers it to aten's
-grouped GEMM; with ``max_autotune_gemm`` on, Inductor benchmarks ~40 Triton configs per grouped GEMM
-(``kernel/mm_grouped.py``) outside the choices the hook sees. The labels (Inductor's timings of every config,
-``datasets/nvidia-h100/GROUPED_MM.md``) show one config per band of rows per expert within 1% of the best where
-Triton wins (few rows per expert: decode and short prefill) and aten tied beyond 128 rows. So: the band's config
-alone (nothing benchmarked), or plain's aten lowering where the labels say aten, the rows are not static, or this
-torch lacks the template.
+grouped GEMM; with ``max_autotune_gemm`` on, Inductor benchmarks ~40-70 Triton configs per grouped GEMM
+(``kernel/mm_grouped.py``) outside the choices the hook sees. The labels (Inductor's timings of every config over
+four MoE decoders' expert shapes, decode to 2048-token prefill: ``datasets/nvidia-h100/GROUPED_MM.md``) show one
+config per band of routed rows per expert within 1-3% of the best from one row per expert up, where aten trails by
+2-22%; below one row per expert (decode: a token's top-k of many experts) no config is close everywhere, and the
+band's config keeps 0.76 of the best against aten's 0.51. So: the band's config alone (nothing benchmarked), or
+plain's aten lowering where the rows are not static or this torch lacks the template. ``BANDS`` is what
+``gemm-predictor grouped-fit`` prints for those labels.
 """
 
 from __future__ import annotations
@@ -17,30 +19,32 @@ from typing import Any, Callable
 
 from .table_patch import wrapped_entries
 
-# (max rows per expert, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)); above the last band: aten
-BANDS: tuple[tuple[int, tuple[int, int, int, int, int]], ...] = (
-    (2, (16, 64, 256, 4, 4)),
-    (32, (16, 128, 128, 4, 4)),
-    (128, (64, 256, 64, 3, 4)),
+# (largest routed rows per expert, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)); below 1: fewer routed rows
+# than experts. Above the last band: aten.
+BANDS: tuple[tuple[float, tuple[int, int, int, int, int] | None], ...] = (
+    (0.999, (32, 64, 256, 3, 4)),
+    (16.0, (16, 128, 128, 4, 4)),
+    (160.0, (64, 128, 128, 4, 4)),
+    (float("inf"), (128, 256, 64, 4, 8)),
 )
 
 
-def config_for(rows_per_expert: int) -> tuple[int, int, int, int, int] | None:
-    """The Triton config for this many rows per expert, or None for aten."""
+def config_for(rows_per_expert: float) -> tuple[int, int, int, int, int] | None:
+    """The Triton config for this many routed rows per expert (A's rows over the experts), or None for aten."""
     for limit, config in BANDS:
         if rows_per_expert <= limit:
             return config
     return None
 
 
-def _rows_per_expert(mat_a: Any, mat_b: Any) -> int | None:
-    """Rows per expert of a 2-D A against 3-D B (transformers' layout), when static; else None."""
+def _rows_per_expert(mat_a: Any, mat_b: Any) -> float | None:
+    """Routed rows per expert of a 2-D A against 3-D B (transformers' layout), when static; else None."""
     try:
         a_size, b_size = mat_a.get_size(), mat_b.get_size()
         if len(a_size) != 2 or len(b_size) != 3:
             return None
-        return max(int(a_size[0]) // int(b_size[0]), 1)
-    except (TypeError, ValueError, AttributeError):  # symbolic sizes
+        return int(a_size[0]) / int(b_size[0])
+    except (TypeError, ValueError, AttributeError, ZeroDivisionError):  # symbolic sizes
         return None
 
 

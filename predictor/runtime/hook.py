@@ -28,7 +28,7 @@ import numpy as np
 
 from ..artifacts import ModelError, load_runtime_model, read_metadata
 from ..candidate import Candidate, candidates_from_choices, from_choice_caller
-from . import gemv_blocks
+from . import gemv_blocks, grouped_mm
 from .cutlass import is_cutlass_choice, keep_cutlass
 from ..device import DeviceInfo
 from .discovery import _this_gpu, find_model, model_roots
@@ -45,8 +45,7 @@ from .split_addmm import SplitAddmm
 
 log = logging.getLogger(__name__)
 
-# Optional model metadata section with the training problems' extent, e.g.
-# {"m": [1, 28672], "n": [9, 151936], "k": [128, 65536], "ops": ["mm", ...], "dtypes": [...]}.
+# Optional model metadata section with the training problems' extent ({"m": [1, 28672], "ops": ["mm", ...], ...}).
 RANGES_KEY = "problem_ranges"
 PRUNING_KEY = "pruning"
 # Inductor's op_name -> Problem.op. Anything else (baddbmm, "mm-ah", ...) is passed through. scaled_mm's Problem.op
@@ -207,7 +206,8 @@ class GemmPruner:
                    "override_gap": s.override_gap, "cutlass_top_k": s.cutlass_top_k,
                    "epilogue_templates": s.epilogue_templates, "allow_similar_gpu": s.allow_similar_gpu,
                    "policy": s.policy, "decide_gap": s.decide_gap, "fallback": s.fallback,
-                   "gemv_blocks": gemv_blocks.table_digest(), "gap_floors": GAP_FLOORS}
+                   "gemv_blocks": gemv_blocks.table_digest(), "gap_floors": GAP_FLOORS,
+                   "grouped_mm_bands": repr(grouped_mm.BANDS)}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self._uuid
 
