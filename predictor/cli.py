@@ -156,6 +156,19 @@ def _add_gemv_fit(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _add_grouped_fit(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "grouped-fit", "grouped-GEMM labels -> one config per band of rows per expert, held out")
+    p.add_argument("dataset", help="grouped-GEMM labels written by python -m collectors.grouped_mm")
+
+    def run(args: argparse.Namespace) -> int:
+        from .offline.grouped_mm_fit import run as fit
+
+        print(fit(args.dataset))
+        return 0
+
+    p.set_defaults(func=run)
+
+
 def _add_size_range_eval(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "size-range-eval",
                     "one kernel per range of a symbolic M vs cuBLAS and per-size decisions, on a dataset's M-sweeps")
@@ -225,6 +238,7 @@ def build_parser(plugins: Iterable[Callable[[argparse._SubParsersAction], None]]
     _add_report(sub)
     _add_gemv_eval(sub)
     _add_gemv_fit(sub)
+    _add_grouped_fit(sub)
     _add_size_range_eval(sub)
     _add_export(sub)
     registered = set()

@@ -19,7 +19,7 @@ class Node:
         return self.size
 
 
-@pytest.mark.parametrize(("rows", "expected"), [(4 / 60, (32, 64, 256, 3, 4)), (1, (16, 128, 128, 4, 4)),
+@pytest.mark.parametrize(("rows", "expected"), [(4 / 60, (16, 64, 256, 4, 4)), (1, (16, 128, 128, 4, 4)),
                                                 (16, (16, 128, 128, 4, 4)), (17, (64, 128, 128, 4, 4)),
                                                 (128, (64, 128, 128, 4, 4)), (4096, (128, 256, 64, 4, 8))])
 def test_bands(rows, expected):
@@ -51,7 +51,7 @@ def test_decode_routes_fewer_rows_than_experts_to_the_decode_band():
     seen = []
     with config.patch(max_autotune_gemm=True, max_autotune_gemm_backends="ATEN,TRITON"):
         grouped_mm._decided(_seen_lower(seen))(Node(4, 2048), Node(60, 2816, 2048))
-    assert seen == [(True, "TRITON", [(32, 64, 256, 3, 4)])]
+    assert seen == [(True, "TRITON", [(16, 64, 256, 4, 4)])]
 
 
 def test_symbolic_rows_or_a_refusing_template_lower_as_plain():

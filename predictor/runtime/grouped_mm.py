@@ -5,10 +5,11 @@ grouped GEMM; with ``max_autotune_gemm`` on, Inductor benchmarks ~40-70 Triton c
 (``kernel/mm_grouped.py``) outside the choices the hook sees. The labels (Inductor's timings of every config over
 four MoE decoders' expert shapes, decode to 2048-token prefill: ``datasets/nvidia-h100/GROUPED_MM.md``) show one
 config per band of routed rows per expert within 1-3% of the best from one row per expert up, where aten trails by
-2-22%; below one row per expert (decode: a token's top-k of many experts) no config is close everywhere, and the
-band's config keeps 0.76 of the best against aten's 0.51. So: the band's config alone (nothing benchmarked), or
-plain's aten lowering where the rows are not static or this torch lacks the template. ``BANDS`` is what
-``gemm-predictor grouped-fit`` prints for those labels.
+2-22% (``gemm-predictor grouped-fit``). Below one row per expert (decode: a token's top-k of many experts) the
+labels time a few experts' weights that stay in L2 across Inductor's repeated runs; in whole decode steps of three
+MoE decoders the config below beat both the labels' favourite and aten (docs/FINDINGS.md, finding 67). So: the
+band's config alone (nothing benchmarked), or plain's aten lowering where the rows are not static or this torch
+lacks the template.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from typing import Any, Callable
 
 from .table_patch import wrapped_entries
 
-# (largest routed rows per expert, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)); below 1: fewer routed rows
-# than experts. Above the last band: aten.
+# (largest routed rows per expert, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)); the first band: fewer
+# routed rows than experts (decode), chosen in whole steps; the rest: predictor.offline.grouped_mm_fit.
 BANDS: tuple[tuple[float, tuple[int, int, int, int, int] | None], ...] = (
-    (0.999, (32, 64, 256, 3, 4)),
+    (0.999, (16, 64, 256, 4, 4)),
     (16.0, (16, 128, 128, 4, 4)),
     (160.0, (64, 128, 128, 4, 4)),
     (float("inf"), (128, 256, 64, 4, 8)),
