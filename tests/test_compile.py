@@ -175,6 +175,43 @@ def test_one_by_one_convolutions_stay_convolutions_as_under_plain_compile():
             predictor.uninstall()
 
 
+def test_a_backward_compiled_at_its_first_call_is_lowered_under_the_patches(monkeypatch):
+    """AOTAutograd compiles a backward at its first call, after predictor.compile's own call has returned: its
+    lowering must still see convolutions as plain and grouped GEMMs decided (else a mixture-of-experts training step
+    benchmarks ~40 configs per grouped GEMM of its backward), and Inductor's table is back afterwards."""
+    from torch._inductor import lowering
+    from torch._inductor.graph import GraphLowering
+
+    aten = torch.ops.aten
+    seen: list[tuple[bool, bool, bool]] = []
+    original = GraphLowering.run
+
+    def spy(self, *args):  # each graph's lowering, forward or backward
+        seen.append((self.is_backward,
+                     getattr(lowering.lowerings[aten.convolution.default], "predictor_plain_convolution", False),
+                     getattr(lowering.lowerings[aten._grouped_mm.default], "predictor_grouped", False)))
+        return original(self, *args)
+
+    monkeypatch.setattr(GraphLowering, "run", spy)
+    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)  # a cached graph is not lowered again
+    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", False)
+    torch._dynamo.reset()
+    try:
+        model = _mlp()
+        compiled = predictor.compile(model, cudagraphs=False)
+        loss = compiled(torch.randn(4, 8)).sum()
+        assert [backward for backward, _, _ in seen] == [False]  # the backward is not compiled yet
+        loss.backward()
+        assert [backward for backward, _, _ in seen] == [False, True]
+        assert all(plain and grouped for _, plain, grouped in seen)
+        assert not getattr(lowering.lowerings[aten.convolution.default], "predictor_plain_convolution", False)
+        assert model[0].weight.grad is not None
+    finally:
+        torch._dynamo.reset()
+        while installing._STACK:
+            predictor.uninstall()
+
+
 def test_tune_keeps_the_models_top_k_and_cublas_for_inductors_benchmark(recorded):
     """tune=K: the hook prunes to the model's top K (cuBLAS kept beside them) and Inductor's benchmark picks; the
     default decides one kernel per GEMM."""

@@ -114,14 +114,37 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
             if trees and backward and on_training_graph is not None:
                 on_training_graph()
             patches = {**self.config, **(kwargs.get("config_patches") or {}), "triton.cudagraphs": trees}
-            # compile_fx re-applies config_patches around the backward pass, which is compiled later, lazily;
-            # lowerings and decompositions apply to the forward graph traced here (the backward is traced with it)
+            # decompositions apply here, where AOTAutograd traces the forward and backward together; lowering and
+            # codegen happen in compile_fx's inner compile, which runs for the backward later, at its first call,
+            # outside this call: inner_compile carries their patches there (config_patches, compile_fx re-applies)
             ranges = size_ranges() if by_size_range else contextlib.nullcontext()
-            with convolutions_as_plain(), grouped_mm_decided(), gemv_as_reduction(), gemv_blocks.gemv_blocks(gemv_choice()), \
-                    ranges, _capture_aware_cudagraphify():
-                return compile_fx(model_, inputs_, config_patches=patches)
+            choice = gemv_choice()
+            with _lowered_as_decided(choice), gemv_as_reduction(), ranges, _capture_aware_cudagraphify():
+                return compile_fx(model_, inputs_, inner_compile=_inner_compile_as_decided(choice),
+                                  config_patches=patches)
 
     return PredictorInductor(None, {**options, "triton.cudagraphs": cudagraphs is not False}, None)
+
+
+def _inner_compile_as_decided(gemv_blocks_choice: Callable[[GemvKernel], Any]) -> Callable[..., Any]:
+    """Inductor's inner compile (one graph's lowering and codegen: the forward now, a backward at its first call)
+    with convolutions lowered as plain, grouped GEMMs decided and GEMV kernels given the table's blocks. Without it
+    a training graph's backward would lower grouped GEMMs under ``max_autotune_gemm`` and benchmark ~40 configs
+    each."""
+    def inner_compile(*args: Any, **kwargs: Any) -> Any:
+        from torch._inductor import compile_fx
+
+        with _lowered_as_decided(gemv_blocks_choice):
+            return compile_fx.compile_fx_inner(*args, **kwargs)
+    return inner_compile
+
+
+@contextlib.contextmanager
+def _lowered_as_decided(gemv_blocks_choice: Callable[[GemvKernel], Any]) -> Iterator[None]:
+    """The lowering and codegen patches (nested uses wrap once): also around the whole compile, so that nothing
+    Inductor lowers outside its inner compile escapes them."""
+    with convolutions_as_plain(), grouped_mm_decided(), gemv_blocks.gemv_blocks(gemv_blocks_choice):
+        yield
 
 
 def gemv_choice() -> Callable[[GemvKernel], Any]:
