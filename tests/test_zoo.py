@@ -366,7 +366,8 @@ def test_held_out_set5_moe_builds():
     lm = models._hf("AutoModelForCausalLM", moe, torch.device("cpu"), torch.float32)
     logits = models.HFOut(lm, ("input_ids",), "logits", use_cache=False)(torch.randint(0, 1000, (1, 3)))
     assert logits.shape == (1, 3, 1000) and torch.isfinite(logits).all()
-    assert [models.get(n).held_out_set for n in ("qwen3-moe-decode-b1", "qwen3-moe-prefill")] == [5, 5]
+    names = ("qwen3-moe-decode-b1", "qwen3-moe-prefill", "qwen3-moe-train")
+    assert [models.get(n).held_out_set for n in names] == [5] * 3
 
 
 def test_plot_without_plain_runs(tmp_path):

@@ -442,6 +442,9 @@ _ENTRIES = [
              _causal_lm(_qwen3_moe_config, 1, 512, "bfloat16", logits_to_keep=1),
              f"Qwen3-30B-A3B widths as qwen3-moe-decode-b1, {_TWO}; 1x512 prefill, last-token logits",
              held_out_set=5),
+    ZooModel("qwen3-moe-train", "train", "train", "bfloat16", _causal_lm_train(_qwen3_moe_config, 4, 256, "bfloat16"),
+             f"Qwen3-30B-A3B widths as qwen3-moe-decode-b1, {_TWO}; bf16 weights, 4x256 tokens (64 routed rows per "
+             "expert on average), causal-LM loss, AdamW", held_out_set=5),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]
