@@ -19,7 +19,7 @@ class Node:
         return self.size
 
 
-@pytest.mark.parametrize(("rows", "expected"), [(4 / 60, (16, 64, 256, 4, 4)), (1, (16, 128, 128, 4, 4)),
+@pytest.mark.parametrize(("rows", "expected"), [(0, (16, 64, 256, 4, 4)), (1, (16, 128, 128, 4, 4)),
                                                 (16, (16, 128, 128, 4, 4)), (17, (64, 128, 128, 4, 4)),
                                                 (128, (64, 128, 128, 4, 4)), (4096, (128, 256, 64, 4, 8))])
 def test_bands(rows, expected):
@@ -44,6 +44,15 @@ def test_few_rows_per_expert_get_the_bands_one_config_and_nothing_else():
         assert grouped_mm._decided(_seen_lower(seen))(Node(8 * 4, 4096), Node(8, 4096, 14336)) == "node"
     assert seen == [(True, "TRITON", [(16, 128, 128, 4, 4)])]
     assert len(mm_grouped.grouped_mm_configs()) > 1  # Inductor's own list is back
+
+
+def test_rows_per_expert_round_down_as_inductors_pruning_counts_them():
+    """17 * 8 - 1 routed rows over 8 experts: Inductor's pruning counts 16 per expert and allows BLOCK_M up to 32
+    only, so the band for 16 applies, not the one above (BLOCK_M 64, which Inductor would prune)."""
+    seen = []
+    with config.patch(max_autotune_gemm=True, max_autotune_gemm_backends="ATEN,TRITON"):
+        grouped_mm._decided(_seen_lower(seen))(Node(17 * 8 - 1, 4096), Node(8, 4096, 14336))
+    assert seen == [(True, "TRITON", [(16, 128, 128, 4, 4)])]
 
 
 def test_decode_routes_fewer_rows_than_experts_to_the_decode_band():

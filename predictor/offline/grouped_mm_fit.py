@@ -2,12 +2,12 @@
 
     gemm-predictor grouped-fit datasets/nvidia-h100/grouped_mm.parquet
 
-Per band (``EDGES``: below one routed row per expert, up to 16, up to 160, above) the config with the best geomean
-of ``best time / its time`` over the band's problems; a config Inductor does not offer for a problem (its own
-pruning by rows per expert) counts at aten's speed there, as the runtime then lowers as plain. Evaluated leaving one
-MoE decoder (``family_tag``) out: the band's config is chosen on the other decoders and scored on the held-out one.
-Printed beside aten alone (plain ``torch.compile``) and the runtime's shipped bands
-(``predictor.runtime.grouped_mm.BANDS``).
+Per band of routed rows per expert, rounded down (``EDGES``: 0, i.e. fewer routed rows than experts; 1-16;
+17-160; above), the config with the best geomean of ``best time / its time`` over the band's problems. A config
+Inductor does not offer for a problem (its own pruning by rows per expert) counts at aten's speed there, as the
+runtime then lowers as plain. Evaluated leaving one MoE decoder (``family_tag``) out: the band's config is chosen
+on the other decoders and scored on the held-out one. Printed beside aten alone (plain ``torch.compile``) and the
+runtime's shipped bands (``predictor.runtime.grouped_mm.BANDS``).
 
 The runtime's decode band (below one row per expert) is not this fit's: there the labels time a few experts'
 weights that stay in L2 across Inductor's repeated runs, and in whole decode steps the fitted config lost to the
@@ -23,7 +23,7 @@ from predictor.offline.gemv_eval import read_labels
 from predictor.runtime.grouped_mm import config_for
 
 KIND = "grouped_mm_labels"
-EDGES = (0.999, 16.0, 160.0)  # largest routed rows per expert of each band but the last
+EDGES = (0, 16, 160)  # largest routed rows per expert (rounded down) of each band but the last
 ATEN = "aten"
 
 
@@ -35,17 +35,24 @@ def _config_key(row: pd.Series) -> str:
 
 def speeds(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(problem x config speed table: best time / the config's time, aten's speed where a config is not offered;
-    one row per problem: ``family_tag``, ``b``, ``n``, ``k``, ``rows`` (A's rows), ``rows_per_expert``)."""
+    one row per problem: ``family_tag``, ``b``, ``n``, ``k``, ``rows`` (A's rows), ``rows_per_expert`` (0: fewer
+    routed rows than experts))."""
     ok = frame[frame["status"] == "ok"].copy()
     active = ok["active"] if "active" in ok else pd.Series(np.nan, index=ok.index)
     ok["rows"] = np.where(active.notna(), active, ok["b"] * ok["m"])
-    ok["rows_per_expert"] = ok["rows"] / ok["b"]
+    ok["rows_per_expert"] = ok["rows"] // ok["b"]  # rounded down, as the runtime and Inductor's pruning count them
     ok["config"] = ok.apply(_config_key, axis=1)
     ok["speed"] = ok.groupby("problem_id")["time_us"].transform("min") / ok["time_us"]
     table = ok.pivot_table(index="problem_id", columns="config", values="speed", aggfunc="max")
     table = table.apply(lambda column: column.fillna(table[ATEN]))
     meta = ok.groupby("problem_id")[["family_tag", "b", "n", "k", "rows", "rows_per_expert"]].first()
     return table, meta
+
+
+def band_name(band: int) -> str:
+    if band == 0:
+        return "0 (decode)"
+    return f"{EDGES[band - 1] + 1}-{EDGES[band]}" if band < len(EDGES) else f"above {EDGES[-1]}"
 
 
 def band_of(rows_per_expert: pd.Series) -> np.ndarray:
@@ -88,8 +95,7 @@ def evaluate(table: pd.DataFrame, meta: pd.DataFrame) -> pd.DataFrame:
     out = np.exp(np.log(scores.set_index("band")[columns]).groupby(level=0).mean())
     out.insert(0, "fitted config", [fitted[b] for b in out.index])
     out.insert(0, "problems", scores.groupby("band").size())
-    edges = (0.0, *EDGES, float("inf"))
-    out.index = [f"({edges[b]:g}, {edges[b + 1]:g}]" for b in out.index]
+    out.index = [band_name(b) for b in out.index]
     total = np.exp(np.log(scores[columns]).mean())
     out.loc["all"] = [len(scores), "", *total]
     out.index.name = "rows per expert"

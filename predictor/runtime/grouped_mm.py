@@ -20,31 +20,34 @@ from typing import Any, Callable
 
 from .table_patch import wrapped_entries
 
-# (largest routed rows per expert, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)); the first band: fewer
-# routed rows than experts (decode), chosen in whole steps; the rest: predictor.offline.grouped_mm_fit.
+# (largest routed rows per expert, rounded down, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)); the first
+# band, 0: fewer routed rows than experts (decode), chosen in whole steps; the rest: predictor.offline.grouped_mm_fit.
 BANDS: tuple[tuple[float, tuple[int, int, int, int, int] | None], ...] = (
-    (0.999, (16, 64, 256, 4, 4)),
-    (16.0, (16, 128, 128, 4, 4)),
-    (160.0, (64, 128, 128, 4, 4)),
+    (0, (16, 64, 256, 4, 4)),
+    (16, (16, 128, 128, 4, 4)),
+    (160, (64, 128, 128, 4, 4)),
     (float("inf"), (128, 256, 64, 4, 8)),
 )
 
 
-def config_for(rows_per_expert: float) -> tuple[int, int, int, int, int] | None:
-    """The Triton config for this many routed rows per expert (A's rows over the experts), or None for aten."""
+def config_for(rows_per_expert: int) -> tuple[int, int, int, int, int] | None:
+    """The Triton config for this many routed rows per expert (A's rows over the experts, rounded down), or None
+    for aten."""
     for limit, config in BANDS:
         if rows_per_expert <= limit:
             return config
     return None
 
 
-def _rows_per_expert(mat_a: Any, mat_b: Any) -> float | None:
-    """Routed rows per expert of a 2-D A against 3-D B (transformers' layout), when static; else None."""
+def _rows_per_expert(mat_a: Any, mat_b: Any) -> int | None:
+    """Routed rows per expert of a 2-D A against 3-D B (transformers' layout), when static; else None. Rounded
+    down, as Inductor's own config pruning counts them (``mm_grouped.early_config_prune``), so that the band's
+    config is never one Inductor prunes (0: fewer routed rows than experts)."""
     try:
         a_size, b_size = mat_a.get_size(), mat_b.get_size()
         if len(a_size) != 2 or len(b_size) != 3:
             return None
-        return int(a_size[0]) / int(b_size[0])
+        return int(a_size[0]) // int(b_size[0])
     except (TypeError, ValueError, AttributeError, ZeroDivisionError):  # symbolic sizes
         return None
 
