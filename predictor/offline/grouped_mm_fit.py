@@ -80,7 +80,7 @@ def per_problem(table: pd.DataFrame, meta: pd.DataFrame) -> pd.DataFrame:
         members = bands.index[bands == band]
         others = members[meta.loc[members, "family_tag"] != meta.at[pid, "family_tag"]]
         held = best_config(table, others) if len(others) else ATEN
-        shipped = _shipped_key(config_for(float(meta.at[pid, "rows_per_expert"])))
+        shipped = _shipped_key(config_for(int(meta.at[pid, "rows_per_expert"])))
         rows.append({"problem_id": pid, "band": int(band), "held out": _speed(table, pid, held),
                      "in sample": _speed(table, pid, fitted[int(band)]), "shipped": _speed(table, pid, shipped),
                      "aten": _speed(table, pid, ATEN)})
@@ -108,10 +108,6 @@ def _shipped_key(config: tuple[int, ...] | None) -> str:
 
 def _speed(table: pd.DataFrame, pid: str, config: str) -> float:
     return float(table.at[pid, config]) if config in table.columns else float(table.at[pid, ATEN])
-
-
-def _geomean(values) -> float:
-    return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))
 
 
 def run(dataset: str) -> str:

@@ -31,8 +31,8 @@ BANDS: tuple[tuple[float, tuple[int, int, int, int, int] | None], ...] = (
 
 
 def config_for(rows_per_expert: int) -> tuple[int, int, int, int, int] | None:
-    """The Triton config for this many routed rows per expert (A's rows over the experts, rounded down), or None
-    for aten."""
+    """The Triton config for this many routed rows per expert (A's rows over the experts, rounded down); None
+    (aten) above the last band, were it not unbounded."""
     for limit, config in BANDS:
         if rows_per_expert <= limit:
             return config
