@@ -66,9 +66,10 @@ class Store:
         self.records: dict[tuple[str, str], dict[str, Any]] = {}
         self.repeats: list[dict[str, Any]] = []
         for r in records:
-            key, current = (r["model"], r["mode"]), self.records.get((r["model"], r["mode"]))
             if self._hides_result(r):
                 continue
+            key = (r["model"], r["mode"])
+            current = self.records.get(key)
             if current is not None and current.get("status") != STOPPED:  # a placeholder is never a repeat
                 self.repeats.append(current)
             self.records[key] = r

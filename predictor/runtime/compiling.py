@@ -118,9 +118,8 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
             # codegen happen in compile_fx's inner compile, which runs for the backward later, at its first call,
             # outside this call: inner_compile carries their patches there (config_patches, compile_fx re-applies)
             ranges = size_ranges() if by_size_range else contextlib.nullcontext()
-            choice = gemv_choice()
-            with _lowered_as_decided(choice), gemv_as_reduction(), ranges, _capture_aware_cudagraphify():
-                return compile_fx(model_, inputs_, inner_compile=_inner_compile_as_decided(choice),
+            with gemv_as_reduction(), ranges, _capture_aware_cudagraphify():
+                return compile_fx(model_, inputs_, inner_compile=_inner_compile_as_decided(gemv_choice()),
                                   config_patches=patches)
 
     return PredictorInductor(None, {**options, "triton.cudagraphs": cudagraphs is not False}, None)
@@ -134,17 +133,9 @@ def _inner_compile_as_decided(gemv_blocks_choice: Callable[[GemvKernel], Any]) -
     def inner_compile(*args: Any, **kwargs: Any) -> Any:
         from torch._inductor import compile_fx
 
-        with _lowered_as_decided(gemv_blocks_choice):
+        with convolutions_as_plain(), grouped_mm_decided(), gemv_blocks.gemv_blocks(gemv_blocks_choice):
             return compile_fx.compile_fx_inner(*args, **kwargs)
     return inner_compile
-
-
-@contextlib.contextmanager
-def _lowered_as_decided(gemv_blocks_choice: Callable[[GemvKernel], Any]) -> Iterator[None]:
-    """The lowering and codegen patches (nested uses wrap once): also around the whole compile, so that nothing
-    Inductor lowers outside its inner compile escapes them."""
-    with convolutions_as_plain(), grouped_mm_decided(), gemv_blocks.gemv_blocks(gemv_blocks_choice):
-        yield
 
 
 def gemv_choice() -> Callable[[GemvKernel], Any]:

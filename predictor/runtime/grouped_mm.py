@@ -22,7 +22,7 @@ from .table_patch import wrapped_entries
 
 # (largest routed rows per expert, rounded down, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)); the first
 # band, 0: fewer routed rows than experts (decode), chosen in whole steps; the rest: predictor.offline.grouped_mm_fit.
-BANDS: tuple[tuple[float, tuple[int, int, int, int, int] | None], ...] = (
+BANDS: tuple[tuple[float, tuple[int, int, int, int, int]], ...] = (
     (0, (16, 64, 256, 4, 4)),
     (16, (16, 128, 128, 4, 4)),
     (160, (64, 128, 128, 4, 4)),
@@ -31,8 +31,7 @@ BANDS: tuple[tuple[float, tuple[int, int, int, int, int] | None], ...] = (
 
 
 def config_for(rows_per_expert: int) -> tuple[int, int, int, int, int] | None:
-    """The Triton config for this many routed rows per expert (A's rows over the experts, rounded down); None
-    (aten) above the last band, were it not unbounded."""
+    """The Triton config for this many routed rows per expert (A's rows over the experts, rounded down)."""
     for limit, config in BANDS:
         if rows_per_expert <= limit:
             return config
