@@ -22,7 +22,8 @@ from typing import Any, Callable
 import torch
 
 from benchmarks.zoo.worker import (LANES_PER_GPU_ENV, _sync, benchmarks_take_turns, capture, environment,
-                                   lock_waited_s, one_line, spread, step_times_ms, timing_lock, write_json)
+                                   batched_step_ms, lock_waited_s, one_line, spread, step_times_ms, timing_lock,
+                                   write_json)
 
 from . import models
 
@@ -53,7 +54,10 @@ def _graphs_compiled() -> int:
 
 
 def time_size(step: Callable[[], Any], repeats: int, device: torch.device) -> dict[str, Any]:
-    """Warm up, then the step's time by one CUDA-graph replay (direct calls where there is no CUDA)."""
+    """Warm up, then the step's time by one CUDA-graph replay (direct calls where there is no CUDA): ``step_ms``,
+    each replay timed on its own with a sync after it, as the peers' records; ``step_ms_b2b``, the median of five
+    rounds of replays queued back to back (the GPU's own time, without each replay's launch gap, which moves by
+    tens of microseconds between processes)."""
     for _ in range(WARMUP):
         step()
     if device.type != "cuda":
@@ -63,7 +67,8 @@ def time_size(step: Callable[[], Any], repeats: int, device: torch.device) -> di
         for _ in range(WARMUP):
             graph.replay()
         times = step_times_ms(graph.replay, repeats, device)
-    return {**spread(times), "timing": "cudagraph-replay"}
+        rounds = sorted(batched_step_ms(graph.replay, repeats, device) for _ in range(5))
+    return {**spread(times), "step_ms_b2b": rounds[2], "timing": "cudagraph-replay"}
 
 
 def run(model: str, phase: str, mode: str, sizes: list[int], repeats: int,

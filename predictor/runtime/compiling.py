@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from . import installing
 from .conv_lowering import convolutions_as_plain
+from .dynamic_hints import dynamic_kernel_hints
 from .gemv import gemv_as_reduction
 from . import gemv_blocks
 from .gemv_blocks import GemvKernel, choose_from_table
@@ -127,14 +128,15 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
 
 def _inner_compile_as_decided(gemv_blocks_choice: Callable[[GemvKernel], Any]) -> Callable[..., Any]:
     """Inductor's inner compile (one graph's lowering and codegen: the forward now, a backward at its first call)
-    with convolutions lowered as plain, grouped GEMMs decided and GEMV kernels given the table's blocks. Without it
-    a training graph's backward would lower grouped GEMMs under ``max_autotune_gemm`` and benchmark ~40 configs
-    each."""
-    def inner_compile(*args: Any, **kwargs: Any) -> Any:
+    with convolutions lowered as plain, grouped GEMMs decided, GEMV kernels given the table's blocks and a dynamic
+    graph's kernels sized for large sizes (``dynamic_hints``). Without it a training graph's backward would lower
+    grouped GEMMs under ``max_autotune_gemm`` and benchmark ~40 configs each."""
+    def inner_compile(gm: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
         from torch._inductor import compile_fx
 
-        with convolutions_as_plain(), grouped_mm_decided(), gemv_blocks.gemv_blocks(gemv_blocks_choice):
-            return compile_fx.compile_fx_inner(*args, **kwargs)
+        with (convolutions_as_plain(), grouped_mm_decided(), gemv_blocks.gemv_blocks(gemv_blocks_choice),
+              dynamic_kernel_hints(example_inputs)):
+            return compile_fx.compile_fx_inner(gm, example_inputs, *args, **kwargs)
     return inner_compile
 
 

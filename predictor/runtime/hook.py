@@ -28,7 +28,7 @@ import numpy as np
 
 from ..artifacts import ModelError, load_runtime_model, read_metadata
 from ..candidate import Candidate, candidates_from_choices, from_choice_caller
-from . import gemv_blocks, grouped_mm
+from . import dynamic_hints, gemv_blocks, grouped_mm
 from .cutlass import is_cutlass_choice, keep_cutlass
 from ..device import DeviceInfo
 from .discovery import _this_gpu, find_model, model_roots
@@ -207,7 +207,7 @@ class GemmPruner:
                    "epilogue_templates": s.epilogue_templates, "allow_similar_gpu": s.allow_similar_gpu,
                    "policy": s.policy, "decide_gap": s.decide_gap, "fallback": s.fallback,
                    "gemv_blocks": gemv_blocks.table_digest(), "gap_floors": GAP_FLOORS,
-                   "grouped_mm_bands": repr(grouped_mm.BANDS)}
+                   "grouped_mm_bands": repr(grouped_mm.BANDS), "dynamic_hint_floor": dynamic_hints.hint_floor()}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self._uuid
 
