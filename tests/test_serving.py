@@ -82,3 +82,14 @@ def test_pending_runs_a_dynamic_mode_whole_and_a_static_modes_missing_sizes_in_c
     # a stopped static worker kept sizes 2 and 8; the dynamic mode, once there, is done
     done = [rec("plain-dynamic", s) for s in (1, 2, 4, 8)] + [rec("ma-static", 2), rec("ma-static", 8)]
     assert run.pending(jobs, done, 2) == [("tiny", "decode", "ma-static", "1,4"), ("tiny", "decode", "ma-static", "16")]
+
+
+def test_kernel_classes_follow_inductor_prefixes_then_library_names():
+    from benchmarks.serving.kernels import kind_of
+
+    assert kind_of("triton_poi_fused_mul_silu_7") == "pointwise"
+    assert kind_of("triton_red_fused_mean_pow_rsqrt_0") == kind_of("triton_per_fused_softmax_1") == "reduction"
+    assert kind_of("triton_unk_fused_mm_mul_13") == "gemv"
+    assert kind_of("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT") == "gemm"
+    assert kind_of("cudnn_generated_fort_native_sdpa_sm90_flash_fprop") == "attention"
+    assert kind_of("void at::native::vectorized_elementwise_kernel") == "other"
