@@ -36,18 +36,25 @@ def _pointwise_hints(compile_fn, model, x) -> list[int]:
 
 
 def test_pointwise_kernels_of_a_dynamic_graph_are_sized_for_large_sizes():
+    from predictor.runtime import installing
+
     torch.manual_seed(0)
     model = GatedMLP().cuda().to(torch.bfloat16).eval()
     x = torch.randn(2, 256, device="cuda", dtype=torch.bfloat16)
-    plain = _pointwise_hints(lambda m: torch.compile(m, dynamic=True), model, x.clone())
-    ours = _pointwise_hints(lambda m: predictor.compile(m, dynamic=True, cudagraphs=False), model, x.clone())
-    assert max(plain) <= 2 * 1024  # the first size seen: 2 rows of 1024
-    assert min(ours) >= hint_floor() * 1024
+    try:
+        plain = _pointwise_hints(lambda m: torch.compile(m, dynamic=True), model, x.clone())
+        ours = _pointwise_hints(lambda m: predictor.compile(m, dynamic=True, cudagraphs=False), model, x.clone())
+        assert max(plain) <= 2 * 1024  # the first size seen: 2 rows of 1024
+        assert min(ours) >= hint_floor() * 1024
 
-    torch._dynamo.reset()
-    compiled = predictor.compile(model, dynamic=True, cudagraphs=False)
-    with torch.no_grad():
-        for rows in (2, 3, 64, 1000):
-            xi = torch.randn(rows, 256, device="cuda", dtype=torch.bfloat16)
-            ref = model(xi).float()
-            assert ((compiled(xi).float() - ref).norm() / ref.norm()).item() < 2e-2, rows
+        torch._dynamo.reset()
+        compiled = predictor.compile(model, dynamic=True, cudagraphs=False)
+        with torch.no_grad():
+            for rows in (2, 3, 64, 1000):
+                xi = torch.randn(rows, 256, device="cuda", dtype=torch.bfloat16)
+                ref = model(xi).float()
+                assert ((compiled(xi).float() - ref).norm() / ref.norm()).item() < 2e-2, rows
+    finally:
+        while installing._STACK:
+            predictor.uninstall()
+        torch._dynamo.reset()

@@ -9,7 +9,6 @@ says which kernels a mode gains or loses on (pointwise, reduction, GEMM, attenti
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import sys
@@ -20,7 +19,7 @@ import torch
 from benchmarks.zoo.worker import batched_step_ms, capture, environment
 
 from . import models
-from .worker import _compiler
+from .worker import compiler_for, one_run_parser
 
 REPEATS = 5  # profiled steps per size
 KINDS = (("triton_poi", "pointwise"), ("triton_red", "reduction"), ("triton_per", "reduction"),
@@ -65,7 +64,7 @@ def run(model: str, phase: str, mode: str, sizes: list[int]) -> list[dict[str, A
     device = torch.device("cuda")
     spec = models.get(model)
     module = spec.build(device).eval()
-    compile_fn, dynamic = _compiler(mode)
+    compile_fn, dynamic = compiler_for(mode)
     compiled, records = None, []
     for size in sizes:
         inputs = models.inputs(spec, phase, size, device)
@@ -91,13 +90,7 @@ def run(model: str, phase: str, mode: str, sizes: list[int]) -> list[dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.serving.kernels", description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, choices=sorted(models.REGISTRY))
-    parser.add_argument("--phase", required=True, choices=("decode", "prefill"))
-    parser.add_argument("--mode", required=True, choices=models.MODES)
-    parser.add_argument("--sizes", required=True, help="comma list, in the order they are first called")
-    parser.add_argument("--json-out", required=True)
-    args = parser.parse_args(argv)
+    args = one_run_parser("python -m benchmarks.serving.kernels", __doc__.splitlines()[0]).parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("kernels: error: needs a CUDA GPU (the profile times GPU kernels)")
     records = run(args.model, args.phase, args.mode, [int(s) for s in args.sizes.split(",")])

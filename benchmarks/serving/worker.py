@@ -32,7 +32,7 @@ SCHEMA_VERSION = 1
 WARMUP = 5
 
 
-def _compiler(mode: str) -> tuple[Callable[[torch.nn.Module], Callable], bool]:
+def compiler_for(mode: str) -> tuple[Callable[[torch.nn.Module], Callable], bool]:
     """(compile function, dynamic?) for a mode name (``models.MODES``)."""
     dynamic = mode.endswith("-dynamic")
     if mode.startswith("plain"):
@@ -77,7 +77,7 @@ def run(model: str, phase: str, mode: str, sizes: list[int], repeats: int,
     every size (a runner that stops a static mode keeps the sizes it finished)."""
     env = environment()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    compile_fn, dynamic = _compiler(mode)
+    compile_fn, dynamic = compiler_for(mode)
     spec = models.get(model)
     with timing_lock():  # eager GPU work, kept out of other lanes' timings and autotuning benchmarks
         module = spec.build(device).eval()
@@ -130,14 +130,21 @@ def run(model: str, phase: str, mode: str, sizes: list[int], repeats: int,
     return records
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.serving.worker", description=__doc__.splitlines()[0])
+def one_run_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The arguments of one (model, phase, mode) run over its sizes: this worker's and ``kernels``'."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--model", required=True, choices=sorted(models.REGISTRY))
     parser.add_argument("--phase", required=True, choices=("decode", "prefill"))
     parser.add_argument("--mode", required=True, choices=models.MODES)
-    parser.add_argument("--sizes", required=True, help="comma list of batch sizes (decode) or token counts (prefill)")
-    parser.add_argument("--repeats", type=int, default=30, help="timed replays per size")
+    parser.add_argument("--sizes", required=True,
+                        help="comma list of batch sizes (decode) or token counts (prefill), in calling order")
     parser.add_argument("--json-out", required=True, help="where the records go (a JSON list)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = one_run_parser("python -m benchmarks.serving.worker", __doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=30, help="timed replays per size")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     sizes = [int(s) for s in args.sizes.split(",")]

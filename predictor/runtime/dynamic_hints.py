@@ -76,7 +76,11 @@ def _codegen_with_large_hints(codegen: Callable[..., Any]) -> Callable[..., Any]
     def codegen_kernel(self: Any, *args: Any, **kwargs: Any) -> Any:
         from torch._inductor.virtualized import V
 
-        with large_size_hints(V.graph.sizevars, hint_floor()):
+        try:
+            sizevars = V.graph.sizevars
+        except Exception:  # noqa: BLE001 - no graph being lowered: nothing to hint, Inductor's own codegen
+            return codegen(self, *args, **kwargs)
+        with large_size_hints(sizevars, hint_floor()):
             return codegen(self, *args, **kwargs)
     return codegen_kernel
 
