@@ -9,6 +9,9 @@ What it sets, and why (the figures, with the commands that reproduce them: docs/
   per kernel.
 - GEMVs (one row or column, e.g. batch-1 decode) become a fused Triton reduction where the GEMV rule says so
   (``gemv``): the win coordinate descent finds there, without its search.
+- A dynamic graph's pointwise and reduction kernels are written for large sizes, pointwise ones on the heuristic's
+  one config (``dynamic_hints``): Inductor would size them for the first size called and pick among candidates
+  that all tie there.
 - Convolutions are lowered as plain ``torch.compile`` lowers them (``conv_lowering``): the hook cannot rank them.
   Grouped GEMMs (mixture-of-experts layers) get one Triton config per band of rows per expert, or aten
   (``grouped_mm``): ``max_autotune_gemm`` alone would benchmark ~40 configs each.
