@@ -171,7 +171,8 @@ def _add_grouped_fit(sub: argparse._SubParsersAction) -> None:
 
 def _add_size_range_eval(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "size-range-eval",
-                    "one kernel per range of a symbolic M vs cuBLAS and per-size decisions, on a dataset's M-sweeps")
+                    "one kernel per range of a symbolic M vs cuBLAS and per-size decisions, and bounds learned "
+                    "with each family held out, on a dataset's M-sweeps")
     p.add_argument("dataset", help="a bulk dataset with M-sweep families (datasets/<gpu>/default.parquet)")
     p.add_argument("--model", required=True, help="a model folder fit on a split (its held-out families are marked)")
 
