@@ -1,7 +1,8 @@
 """One served model's step, kernel by kernel: each size's GPU time per kernel class under torch.profiler, beside its
 CUDA-graph replay time, for one mode compiled in this process (static modes once per size).
 
-    python -m benchmarks.serving.kernels --model llama --phase decode --mode hook-dynamic --sizes 2,8,64,256 --json-out k.json
+    python -m benchmarks.serving.kernels --model llama --phase decode --mode hook-dynamic --sizes 2,8,64,256 \\
+        --json-out k.json
 
 Why: a step's replay time moves by a few percent between processes; the sum of its kernels' times does not, and
 says which kernels a mode gains or loses on (pointwise, reduction, GEMM, attention).
