@@ -292,6 +292,8 @@ _ENTRIES = [
     ZooModel("vit-base", "vision-transformer", "infer", "bfloat16",
              _timm("vit_base_patch16_224", 32, "bfloat16", depth=2),
              "timm vit_base_patch16_224, depth 12 -> 2; batch 32"),
+    ZooModel("vit-base-full", "vision-transformer", "infer", "bfloat16", _timm("vit_base_patch16_224", 32, "bfloat16"),
+             "timm vit_base_patch16_224 at full depth (12 blocks): the stem's share of a real ViT step; batch 32"),
     ZooModel("deit-small", "vision-transformer", "infer", "float16",
              _timm("deit_small_patch16_224", 32, "float16", depth=2),
              "timm deit_small_patch16_224 (384 wide, 6 heads), depth 12 -> 2; batch 32"),

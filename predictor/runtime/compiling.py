@@ -12,7 +12,9 @@ What it sets, and why (the figures, with the commands that reproduce them: docs/
 - A dynamic graph's pointwise and reduction kernels are written for large sizes, pointwise ones on the heuristic's
   one config (``dynamic_hints``): Inductor would size them for the first size called and pick among candidates
   that all tie there.
-- Convolutions are lowered as plain ``torch.compile`` lowers them (``conv_lowering``): the hook cannot rank them.
+- Patch-embedding convolutions over an RGB image (ViT and Swin stems) become the GEMM they are (``patchify``):
+  cuDNN pads the 3 channels to 8 and runs them several times slower than the GEMM.
+- Other convolutions are lowered as plain ``torch.compile`` lowers them (``conv_lowering``): the hook cannot rank them.
   Grouped GEMMs (mixture-of-experts layers) get one Triton config per band of rows per expert, or aten
   (``grouped_mm``): ``max_autotune_gemm`` alone would benchmark ~40 configs each.
 - CUDA graph trees on every graph, as ``mode="reduce-overhead"`` has them: a model called step by step from
@@ -39,6 +41,7 @@ from .dynamic_hints import dynamic_kernel_hints
 from .gemv import gemv_as_reduction
 from . import gemv_blocks
 from .gemv_blocks import GemvKernel, choose_from_table
+from .patchify import patchify_as_gemm
 from .grouped_mm import grouped_mm_decided
 from .policy import DECIDE_MIN_GAP
 from .settings import HookSettings
@@ -102,7 +105,8 @@ def _capture_aware_cudagraphify() -> Iterator[None]:
 
 
 def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
-                      on_training_graph: Callable[[], None] | None = None, by_size_range: bool = False) -> Any:
+                      on_training_graph: Callable[[], None] | None = None, by_size_range: bool = False,
+                      patchify: bool = True) -> Any:
     """torch.compile's own Inductor backend object with ``options``, deciding CUDA graph trees per graph.
 
     A subclass of ``torch._TorchCompileInductorWrapper`` (what ``torch.compile`` builds for ``backend="inductor"``)
@@ -122,11 +126,20 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
             # codegen happen in compile_fx's inner compile, which runs for the backward later, at its first call,
             # outside this call: inner_compile carries their patches there (config_patches, compile_fx re-applies)
             ranges = size_ranges() if by_size_range else contextlib.nullcontext()
-            with gemv_as_reduction(), ranges, _capture_aware_cudagraphify():
+            with gemv_as_reduction(), patchify_as_gemm(patchify), ranges, _capture_aware_cudagraphify(), \
+                    _without_autograd_cache(not patchify):
                 return compile_fx(model_, inputs_, inner_compile=_inner_compile_as_decided(gemv_choice()),
                                   config_patches=patches)
 
     return PredictorInductor(None, {**options, "triton.cudagraphs": cudagraphs is not False}, None)
+
+
+def _without_autograd_cache(bypass: bool) -> contextlib.AbstractContextManager[Any]:
+    """AOTAutograd's cache off for this compile when ``bypass``: its key does not cover Inductor's decomposition
+    tables, so a ``patchify=False`` compile would reuse the default's patch GEMMs (it neither reads nor writes)."""
+    from torch._functorch import config as functorch_config
+
+    return functorch_config.patch(enable_autograd_cache=False) if bypass else contextlib.nullcontext()
 
 
 def _inner_compile_as_decided(gemv_blocks_choice: Callable[[GemvKernel], Any]) -> Callable[..., Any]:
@@ -154,7 +167,8 @@ def gemv_choice() -> Callable[[GemvKernel], Any]:
 
 def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
             decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten", tune: int | None = None,
-            options: dict[str, Any] | None = None, size_ranges: bool = False, **torch_compile_kwargs: Any) -> Any:
+            options: dict[str, Any] | None = None, size_ranges: bool = False, patchify: bool = True,
+            **torch_compile_kwargs: Any) -> Any:
     """``torch.compile(model)`` with gemm-predictor choosing every GEMM's kernel; compile time at plain's level.
 
     ``cudagraphs``: CUDA graph trees (``triton.cudagraphs``, what ``mode="reduce-overhead"`` turns on): ``True``
@@ -175,6 +189,8 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     17-64, 65-256; cuBLAS above), chosen by the model and dispatched on the actual M (``runtime.size_ranges``;
     such graphs run without CUDA graph trees). Off by default: in the H100 serving runs it lost to the default,
     which keeps cuBLAS at every symbolic M (docs/DYNAMIC.md).
+    ``patchify``: patch-embedding convolutions over channels cuDNN must pad (an RGB image) run as the GEMM they
+    are, decided by the model (``runtime.patchify``); False keeps them on cuDNN.
     ``options``: extra Inductor options, applied over the recommended ones. Anything else goes to ``torch.compile``
     (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).
 
@@ -184,10 +200,12 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
         if refused in torch_compile_kwargs:
             raise ValueError(f"predictor.compile sets its own Inductor backend and options; pass options=..., "
                              f"not {refused}=")
-    if not isinstance(size_ranges, bool):
-        raise ValueError(f"size_ranges must be True or False, got {size_ranges!r}")
+    for name, flag in (("size_ranges", size_ranges), ("patchify", patchify)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be True or False, got {flag!r}")
     merged, cudagraphs = prepare(cudagraphs, predictor_model, decide_gap, fallback, tune, options)
-    return compile_without_hook(model, merged, cudagraphs, by_size_range=size_ranges, **torch_compile_kwargs)
+    return compile_without_hook(model, merged, cudagraphs, by_size_range=size_ranges, patchify=patchify,
+                                **torch_compile_kwargs)
 
 
 def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
@@ -210,7 +228,7 @@ def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | 
 
 
 def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool | str = True,
-                         by_size_range: bool = False, **torch_compile_kwargs: Any) -> Any:
+                         by_size_range: bool = False, patchify: bool = True, **torch_compile_kwargs: Any) -> Any:
     """What ``predictor.compile`` compiles with, the hook aside: Inductor with ``options``, CUDA graph trees decided
     per graph, and the accumulated-gradient guard on a module. Whatever chooses the GEMMs is the caller's (the
     installed hook, or a lookup table in ``collectors/in_program/collect.py``)."""
@@ -224,8 +242,8 @@ def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool |
         if not guarded and isinstance(compiled, torch.nn.Module):
             guarded.append(compiled.register_forward_pre_hook(AccumulatedGradGuard()))
 
-    compiled = torch.compile(model, backend=_inductor_backend(options, cudagraphs, guard_gradients, by_size_range),
-                             **torch_compile_kwargs)
+    backend = _inductor_backend(options, cudagraphs, guard_gradients, by_size_range, patchify)
+    compiled = torch.compile(model, backend=backend, **torch_compile_kwargs)
     return compiled
 
 

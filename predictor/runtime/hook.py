@@ -30,6 +30,7 @@ from ..artifacts import ModelError, load_runtime_model, read_metadata
 from ..candidate import Candidate, candidates_from_choices, from_choice_caller
 from . import dynamic_hints, gemv_blocks, grouped_mm
 from .cutlass import is_cutlass_choice, keep_cutlass
+from .decompositions import decompositions_digest
 from ..device import DeviceInfo
 from .discovery import _this_gpu, find_model, model_roots
 from .installed import _STACK
@@ -80,9 +81,8 @@ class GemmPruner:
     instance Inductor uses (``config.inductor_choices_class`` is a factory, called once per thread and
     once per FX-graph cache key in torch 2.13, so calling it must be cheap: the model is loaded once).
 
-    ``uuid()`` goes into Inductor's FX graph cache key: torch 2.13 calls the factory and the instance's ``uuid()``
-    (``config._cache_config_factory_keys``); torch 2.11 pickles the config value, and a pruner pickles as its
-    settings, so a graph compiled under another model, k, space or confidence is not reused either way.
+    ``uuid()`` goes into Inductor's cache keys: torch 2.13 calls the factory and the instance's ``uuid()``; torch 2.11
+    pickles the config value, a pruner as its settings and decompositions: no graph of other settings is reused.
     """
 
     def __init__(self, settings: HookSettings, ranker: Any = None, metadata: dict[str, Any] | None = None) -> None:
@@ -205,14 +205,14 @@ class GemmPruner:
                    "hints": s.hints, "margin": self.margin, "aten_alone_below_us": s.aten_alone_below_us,
                    "override_gap": s.override_gap, "cutlass_top_k": s.cutlass_top_k,
                    "epilogue_templates": s.epilogue_templates, "allow_similar_gpu": s.allow_similar_gpu,
-                   "policy": s.policy, "decide_gap": s.decide_gap, "fallback": s.fallback,
-                   "gemv_blocks": gemv_blocks.table_digest(), "gap_floors": GAP_FLOORS,
+                   "policy": s.policy, "decide_gap": s.decide_gap, "fallback": s.fallback, "gap_floors": GAP_FLOORS,
+                   "gemv_blocks": gemv_blocks.table_digest(), "decompositions": decompositions_digest(),
                    "grouped_mm_bands": repr(grouped_mm.BANDS), "dynamic_hint_floor": dynamic_hints.hint_floor()}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self._uuid
 
     def __reduce__(self) -> tuple:
-        return _restore_pruner, (self.settings,)
+        return _restore_pruner, (self.settings, decompositions_digest())  # torch 2.11 keys its caches on this pickle
 
     def __copy__(self) -> GemmPruner:
         return self  # config snapshots copy values; one pruner keeps one model and one set of counters
@@ -494,7 +494,7 @@ class GemmPruner:
         return chosen
 
 
-def _restore_pruner(settings: HookSettings) -> GemmPruner:
+def _restore_pruner(settings: HookSettings, _decompositions_digest: str | None = None) -> GemmPruner:
     """Unpickling (a compile subprocess, a config snapshot): the installed pruner with these settings, or a new one."""
     same = [entry.pruner for entry in _STACK if entry.pruner.settings == settings]
     return same[-1] if same else GemmPruner(settings)

@@ -32,6 +32,36 @@ def wrapped_entries(tables: Iterable[dict[Any, Any]], keys: Iterable[Any],
             table.update(originals)
 
 
+@contextlib.contextmanager
+def added_entries(tables: Iterable[dict[Any, Any]], entries: dict[Any, Callable[..., Any]],
+                  marker: str) -> Iterator[None]:
+    """While active, each table maps every key of ``entries`` to its function; where the table had an entry for the
+    key already, that one runs whenever the new one returns ``NotImplemented``. Marked with ``marker`` so a nested
+    compile adds once; every table is as it was on exit, also on an error."""
+    saved = [(table, {key: table.get(key) for key in entries}) for table in tables]
+    for table, originals in saved:
+        for key, original in originals.items():
+            if original is None or not getattr(original, marker, False):
+                table[key] = _first_of(entries[key], original, marker)
+    try:
+        yield
+    finally:
+        for table, originals in saved:
+            for key, original in originals.items():
+                if original is None:
+                    table.pop(key, None)
+                else:
+                    table[key] = original
+
+
+def _first_of(first: Callable[..., Any], then: Callable[..., Any] | None, marker: str) -> Callable[..., Any]:
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        out = first(*args, **kwargs)
+        return then(*args, **kwargs) if out is NotImplemented and then is not None else out
+    setattr(entry, marker, True)
+    return entry
+
+
 def decomposition_tables() -> list[dict[Any, Any]]:
     """Inductor's decomposition tables a compile may read: ``select_decomp_table()`` returns either the table itself
     or a cached copy of it (``fast_random_decomps``), so a wrap must cover both."""
@@ -61,3 +91,4 @@ def wrapped_attribute(owner: Any, name: str, wrap: Callable[[Callable[..., Any]]
         yield
     finally:
         setattr(owner, name, original)
+
