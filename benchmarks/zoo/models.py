@@ -447,6 +447,18 @@ _ENTRIES = [
     ZooModel("qwen3-moe-train", "train", "train", "bfloat16", _causal_lm_train(_qwen3_moe_config, 4, 256, "bfloat16"),
              f"Qwen3-30B-A3B widths as qwen3-moe-decode-b1, {_TWO}; bf16 weights, 4x256 tokens (64 routed rows per "
              "expert on average), causal-LM loss, AdamW", held_out_set=5),
+    # held out, sixth set: vision models with patch-embedding stems, added after the patch rule (runtime.patchify)
+    # was fixed, not used to tune anything; full depth
+    ZooModel("beit-base", "vision-transformer", "infer", "float16", _timm("beit_base_patch16_224", 32, "float16"),
+             "timm beit_base_patch16_224 (relative position bias, layer scale), full depth; batch 32", held_out_set=6),
+    ZooModel("dinov2-small", "vision-transformer", "infer", "bfloat16",
+             _timm("vit_small_patch14_dinov2", 32, "bfloat16", img_size=224),
+             "timm vit_small_patch14_dinov2 at 224 px (14-pixel patches, 256 tokens), full depth; batch 32",
+             held_out_set=6),
+    ZooModel("eva02-small", "vision-transformer", "infer", "float16", _timm("eva02_small_patch14_224", 32, "float16"),
+             "timm eva02_small_patch14_224 (rotary positions, SwiGLU), full depth; batch 32", held_out_set=6),
+    ZooModel("convnextv2-tiny", "vision-conv", "infer", "bfloat16", _timm("convnextv2_tiny", 32, "bfloat16"),
+             "timm convnextv2_tiny (global response norm), full depth (3,3,9,3); batch 32", held_out_set=6),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]
