@@ -72,3 +72,15 @@ def test_a_training_step_gives_eagers_gradients_without_a_convolution(fresh):
     for name in ("conv.weight", "conv.bias"):
         got, expected = dict(model.named_parameters())[name].grad, dict(reference.named_parameters())[name].grad
         assert torch.nn.functional.cosine_similarity(got.flatten(), expected.flatten(), dim=0) > 0.999
+
+
+def test_a_dynamic_compile_keeps_the_gemm_at_every_batch(fresh):
+    torch.manual_seed(0)
+    model = Stem().cuda().half().eval()
+    compiled = predictor.compile(model, cudagraphs=False, dynamic=True)
+    before = patchify.patch_gemm_count()
+    with torch.no_grad():
+        for batch in (2, 5, 16):
+            x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.half)
+            torch.testing.assert_close(compiled(x), model(x), rtol=2e-2, atol=2e-2)
+    assert patchify.patch_gemm_count() > before

@@ -356,3 +356,27 @@ def test_a_compiled_training_step_has_no_convolution_left(compile_on_cpu):
     calls = [line for line in lines if "convolution" in line and "_fused_" not in line]
     assert calls == []
     assert any("_fused_convolution_backward" in line for line in lines)  # the backward was traced, as GEMMs
+
+
+def test_a_dynamic_compile_runs_every_batch_and_image_size_as_a_gemm(compile_on_cpu):
+    """``dynamic=True``: symbolic batch and image sizes (the GEMM's M symbolic), a remainder the convolution drops at
+    some sizes, eager's outputs and gradients at each."""
+    torch.manual_seed(0)
+    module = _Stem()
+    reference = _Stem()
+    reference.load_state_dict(module.state_dict())
+    compiled = predictor.compile(module, cudagraphs=False, dynamic=True)
+    before = patchify.patch_gemm_count()
+    for batch, size in ((2, 32), (3, 36), (4, 44)):
+        x = torch.randn(batch, 3, size, size, requires_grad=True)
+        x_ref = x.detach().clone().requires_grad_(True)
+        out = compiled(x)
+        expected = reference(x_ref)
+        torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+        out.square().sum().backward()
+        expected.square().sum().backward()
+        torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(module.conv.weight.grad, reference.conv.weight.grad, rtol=1e-4, atol=1e-3)
+        module.zero_grad()
+        reference.zero_grad()
+    assert patchify.patch_gemm_count() > before

@@ -41,9 +41,10 @@ def takes_gemm(channels: int, kernel: list[int], dtype: str) -> bool:
 
 
 def patch_shape(x: Any, weight: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
-                output_padding: Any, groups: int) -> tuple[list[int], list[int]] | None:
-    """(kernel sizes, output sizes) when the convolution is a patch embedding with static spatial sizes that this
-    rule takes, else None."""
+                output_padding: Any, groups: int) -> tuple[list[int], list[Any]] | None:
+    """(kernel sizes, output sizes) when the convolution is a patch embedding that this rule takes, else None. The
+    kernel, stride, padding and channels must be constants; the batch and image sizes may be symbolic (``dynamic=True``:
+    the output sizes are then symbolic too, and the GEMM's M with them)."""
     spatial = x.dim() - 2
     if transposed or groups != 1 or spatial < 1 or weight.dim() != x.dim() or x.device.type not in DEVICES:
         return None
@@ -51,14 +52,14 @@ def patch_shape(x: Any, weight: Any, stride: Any, padding: Any, dilation: Any, t
                                                                                   for d in dilation):
         return None
     kernel = [static_int(k) for k in weight.shape[2:]]
-    sizes = [static_int(s) for s in x.shape[2:]]
-    channels = static_int(x.shape[1])
-    if None in kernel or None in sizes or channels is None or [static_int(s) for s in stride] != kernel:
+    channels = static_int(weight.shape[1])  # the input's, with one group (a weight's sizes are constants)
+    if None in kernel or channels is None or [static_int(s) for s in stride] != kernel:
         return None
     if not takes_gemm(channels, kernel, str(x.dtype).removeprefix("torch.")):
         return None
-    outputs = [size // k for size, k in zip(sizes, kernel)]
-    return (kernel, outputs) if all(outputs) else None
+    outputs = [size // k for size, k in zip(x.shape[2:], kernel)]
+    # an image smaller than one patch: the convolution's own error, not an empty GEMM (a guard where symbolic)
+    return (kernel, outputs) if all(bool(o >= 1) for o in outputs) else None
 
 
 def _channels_last(t: Any) -> bool:
@@ -86,11 +87,19 @@ def as_gemm(x: Any, weight: Any, bias: Any, kernel: list[int], outputs: list[int
     return out if keep_channels_last else out.contiguous()
 
 
+def _known_equal(a: Any, b: Any) -> bool:
+    """``a == b`` for sure, without a guard on symbolic sizes (where unsure the caller crops or pads: a no-op when
+    they are equal)."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    return bool(statically_known_true(a == b))
+
+
 def _patch_rows(x: Any, kernel: list[int], outputs: list[int]) -> Any:
     """(N * patches, C * kernel area): ``x``'s patches, a row each, in the weight's order (C, k1, k2, ...)."""
     spatial = len(kernel)
     batch, channels = x.shape[0], x.shape[1]
-    if [x.shape[2 + i] for i in range(spatial)] != [o * k for o, k in zip(outputs, kernel)]:
+    if not all(_known_equal(x.shape[2 + i], o * k) for i, (o, k) in enumerate(zip(outputs, kernel))):
         x = x[(slice(None), slice(None), *(slice(0, o * k) for o, k in zip(outputs, kernel)))]
     split = [batch, channels] + [d for o, k in zip(outputs, kernel) for d in (o, k)]
     # (N, C, o1, k1, o2, k2, ...) -> (N, o1, o2, ..., C, k1, k2, ...)
@@ -120,8 +129,8 @@ def backward_as_gemm(grad_output: Any, x: Any, weight: Any, kernel: list[int], o
         order = [0, spatial + 1] + [d for i in range(spatial) for d in (1 + i, spatial + 2 + i)]
         grad_x = patches.reshape(split).permute(order).reshape([x.shape[0], x.shape[1],
                                                                 *(o * k for o, k in zip(outputs, kernel))])
-        remainder = [int(x.shape[2 + i]) - o * k for i, (o, k) in enumerate(zip(outputs, kernel))]
-        if any(remainder):
+        remainder = [x.shape[2 + i] - o * k for i, (o, k) in enumerate(zip(outputs, kernel))]
+        if not all(_known_equal(r, 0) for r in remainder):
             grad_x = torch.constant_pad_nd(grad_x, [d for r in reversed(remainder) for d in (0, r)])
         memory_format = torch.contiguous_format
         if _channels_last(x):
