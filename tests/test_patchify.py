@@ -86,9 +86,31 @@ def _shape(x_shape=(2, 3, 32, 32), w_shape=(16, 3, 8, 8), stride=None, padding=N
 
 
 @pytest.fixture
-def on_cpu(monkeypatch):
+def tf32():
+    """float32 matmuls allowed to use TF32 (the rule takes float32 only then), restored afterwards."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    yield
+    torch.set_float32_matmul_precision(before)
+
+
+@pytest.fixture
+def on_cpu(monkeypatch, tf32):
     """The rule's device list with the CPU in it, so that what a case refuses is the case itself."""
     monkeypatch.setattr(patchify, "DEVICES", ("cuda", "cpu", "meta"))
+
+
+def test_float32_is_taken_only_where_matmuls_may_use_tf32(monkeypatch):
+    monkeypatch.setattr(patchify, "DEVICES", ("cuda", "cpu", "meta"))
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        assert _shape() is None
+        assert _shape(dtype=torch.bfloat16) == ([8, 8], [4, 4])
+        torch.set_float32_matmul_precision("high")
+        assert _shape() == ([8, 8], [4, 4])
+    finally:
+        torch.set_float32_matmul_precision(before)
 
 
 def test_a_patch_embedding_is_taken_with_its_kernel_and_output_sizes(on_cpu):
@@ -227,7 +249,7 @@ class _Stem(torch.nn.Module):
 
 
 @pytest.fixture
-def compile_on_cpu(monkeypatch):
+def compile_on_cpu(monkeypatch, tf32):
     """The rule on for CPU tensors, no compile caches (a cached graph is not traced again), and the hook uninstalled
     and Dynamo reset afterwards."""
     monkeypatch.setattr(patchify, "DEVICES", ("cuda", "cpu"))
@@ -289,7 +311,7 @@ def test_a_training_step_gives_eagers_gradients(compile_on_cpu):
     torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-4, atol=1e-4)
 
 
-def test_a_cached_compile_follows_the_patchify_setting(monkeypatch):
+def test_a_cached_compile_follows_the_patchify_setting(monkeypatch, tf32):
     from torch._inductor.utils import fresh_cache
 
     monkeypatch.setattr(patchify, "DEVICES", ("cuda", "cpu"))

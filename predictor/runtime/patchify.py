@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .gemv import static_int
+from .inductor_inputs import _tf32_enabled
 from .table_patch import added_entries, decomposition_tables
 
 DEVICES = ("cuda",)
@@ -31,13 +32,14 @@ DTYPES = ("float16", "bfloat16", "float32")
 ALIGN = 8  # cuDNN's tensor-core convolutions want channels in multiples of 8 (16 bytes of fp16)
 
 
-def takes_gemm(channels: int, kernel: list[int], dtype: str) -> bool:
+def takes_gemm(channels: int, kernel: list[int], dtype: str, tf32: bool = True) -> bool:
     """Whether a patch-embedding convolution runs as a GEMM: input channels cuDNN must pad (not a multiple of
-    ``ALIGN``: an RGB image, a 3-channel video or waveform) and a kernel larger than 1x1. On the H100 those ran 2-17x
-    faster as the GEMM, alone and in six vision models. Aligned channels (ConvNeXt's 2x2 downsampling layers) ran
-    1.1-1.6x faster alone, yet ConvNeXt's step 6% slower with them converted: the patch gather fused into the
-    LayerNorm ahead of it and slowed that kernel more than the GEMM saved (finding 72)."""
-    return dtype in DTYPES and channels % ALIGN != 0 and math.prod(kernel) > 1
+    ``ALIGN``: an RGB image, a 3-channel video or waveform) and a kernel larger than 1x1; float32 only where matmuls
+    may use TF32 (``tf32``), as cuDNN's convolutions do by default and as it was measured. On the H100 those ran
+    1.7-15x faster as the GEMM, alone and in six vision models. Aligned channels (ConvNeXt's 2x2 downsampling
+    layers) ran 1.1-1.6x faster alone, yet ConvNeXt's step 6% slower with them converted: the patch gather fused
+    into the LayerNorm ahead of it and slowed that kernel more than the GEMM saved (finding 72)."""
+    return dtype in DTYPES and (dtype != "float32" or tf32) and channels % ALIGN != 0 and math.prod(kernel) > 1
 
 
 def patch_shape(x: Any, weight: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
@@ -55,7 +57,7 @@ def patch_shape(x: Any, weight: Any, stride: Any, padding: Any, dilation: Any, t
     channels = static_int(weight.shape[1])  # the input's, with one group (a weight's sizes are constants)
     if None in kernel or channels is None or [static_int(s) for s in stride] != kernel:
         return None
-    if not takes_gemm(channels, kernel, str(x.dtype).removeprefix("torch.")):
+    if not takes_gemm(channels, kernel, str(x.dtype).removeprefix("torch."), _tf32_enabled()):
         return None
     outputs = [size // k for size, k in zip(x.shape[2:], kernel)]
     # an image smaller than one patch: the convolution's own error, not an empty GEMM (a guard where symbolic)
