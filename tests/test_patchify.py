@@ -402,3 +402,33 @@ def test_a_dynamic_compile_runs_every_batch_and_image_size_as_a_gemm(compile_on_
         module.zero_grad()
         reference.zero_grad()
     assert patchify.patch_gemm_count() > before
+
+
+def test_one_dynamic_graph_serves_image_sizes_with_and_without_a_remainder(compile_on_cpu):
+    """No guard on whether an image size divides by the kernel: one graph for every size (a crop's contiguity
+    guarded it, one graph per pattern)."""
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    module = _Stem().eval()
+    compiled = predictor.compile(module, cudagraphs=False, dynamic=True)
+    before = counters["stats"]["unique_graphs"]
+    with torch.no_grad():
+        for size in (32, 36, 40, 29, 45):
+            x = torch.randn(2, 3, size, size + 3)
+            torch.testing.assert_close(compiled(x), module(x), rtol=1e-4, atol=1e-4)
+    assert counters["stats"]["unique_graphs"] - before == 1
+
+
+def test_float32_stays_a_convolution_where_cudnn_may_not_use_tf32(on_cpu, monkeypatch):
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    assert _shape() is None
+    assert _shape(dtype=torch.float16) == ([8, 8], [4, 4])
+
+
+def test_a_one_channel_channels_last_input_keeps_eagers_strides():
+    torch.manual_seed(0)
+    x, weight = _f64(2, 1, 16, 16, channels_last=True), _f64(4, 1, 4, 4)
+    expected, got = _conv(x, weight, None, (4, 4)), _gemm(x, weight, None)
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    assert got.stride() == expected.stride()

@@ -57,7 +57,7 @@ def patch_shape(x: Any, weight: Any, stride: Any, padding: Any, dilation: Any, t
     channels = static_int(weight.shape[1])  # the input's, with one group (a weight's sizes are constants)
     if None in kernel or channels is None or [static_int(s) for s in stride] != kernel:
         return None
-    if not takes_gemm(channels, kernel, str(x.dtype).removeprefix("torch."), _tf32_enabled()):
+    if not takes_gemm(channels, kernel, str(x.dtype).removeprefix("torch."), _tf32_allowed()):
         return None
     outputs = [size // k for size, k in zip(x.shape[2:], kernel)]
     # an image smaller than one patch: the convolution's own error, not an empty GEMM (a guard where symbolic)
@@ -65,13 +65,25 @@ def patch_shape(x: Any, weight: Any, stride: Any, padding: Any, dilation: Any, t
 
 
 def _channels_last(t: Any) -> bool:
+    """Whether ``t``'s strides read as channels-last, as eager's convolution decides its output's layout
+    (``suggest_memory_format``: also for one channel, where both layouts are contiguous)."""
+    import torch
+    from torch._prims_common import suggest_memory_format
+
+    return t.dim() in (4, 5) and suggest_memory_format(t) in (torch.channels_last, torch.channels_last_3d)
+
+
+def _tf32_allowed() -> bool:
+    """float32 runs as TF32 both where eager runs the convolution (cuDNN) and where this runs the GEMM (cuBLAS):
+    otherwise the GEMM form would change the precision or run a full-precision GEMM that was never measured."""
     import torch
 
-    if t.dim() == 4:
-        return t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
-    if t.dim() == 5:
-        return t.is_contiguous(memory_format=torch.channels_last_3d) and not t.is_contiguous()
-    return False
+    matmul = getattr(torch.backends.cuda.matmul, "fp32_precision", "none")  # torch >= 2.9's per-backend setting
+    try:
+        conv = bool(torch.backends.cudnn.allow_tf32)
+    except RuntimeError:  # the per-backend API was used: read that one
+        conv = getattr(torch.backends.cudnn.conv, "fp32_precision", "tf32") != "ieee"
+    return conv and matmul != "ieee" and (matmul == "tf32" or _tf32_enabled())
 
 
 def as_gemm(x: Any, weight: Any, bias: Any, kernel: list[int], outputs: list[int]) -> Any:
@@ -79,10 +91,9 @@ def as_gemm(x: Any, weight: Any, bias: Any, kernel: list[int], outputs: list[int
     import torch
 
     spatial = len(kernel)
-    # a convolution's output is channels-last when its input or weight is, contiguous otherwise (the input as given:
-    # a cropped channels-last input is neither)
+    # a convolution's output is channels-last when its input or weight is, contiguous otherwise
     keep_channels_last = _channels_last(x) or _channels_last(weight)
-    patches = _patch_rows(x, kernel, outputs)
+    patches = _patch_rows(x, kernel)
     flat_weight = weight.reshape(weight.shape[0], -1).t()
     out = torch.mm(patches, flat_weight) if bias is None else torch.addmm(bias, patches, flat_weight)
     out = out.reshape([x.shape[0], *outputs, weight.shape[0]]).permute([0, spatial + 1, *range(1, spatial + 1)])
@@ -90,23 +101,23 @@ def as_gemm(x: Any, weight: Any, bias: Any, kernel: list[int], outputs: list[int
 
 
 def _known_equal(a: Any, b: Any) -> bool:
-    """``a == b`` for sure, without a guard on symbolic sizes (where unsure the caller crops or pads: a no-op when
-    they are equal)."""
+    """``a == b`` for sure, without a guard on symbolic sizes (where unsure the caller pads: a no-op when they are
+    equal)."""
     from torch.fx.experimental.symbolic_shapes import statically_known_true
 
     return bool(statically_known_true(a == b))
 
 
-def _patch_rows(x: Any, kernel: list[int], outputs: list[int]) -> Any:
-    """(N * patches, C * kernel area): ``x``'s patches, a row each, in the weight's order (C, k1, k2, ...)."""
+def _patch_rows(x: Any, kernel: list[int]) -> Any:
+    """(N * patches, C * kernel area): ``x``'s patches, a row each, in the weight's order (C, k1, k2, ...). ``unfold``
+    drops a remainder the convolution drops, as a view: no crop, whose contiguity would guard each image size's
+    divisibility and compile a graph per pattern under ``dynamic=True``."""
     spatial = len(kernel)
-    batch, channels = x.shape[0], x.shape[1]
-    if not all(_known_equal(x.shape[2 + i], o * k) for i, (o, k) in enumerate(zip(outputs, kernel))):
-        x = x[(slice(None), slice(None), *(slice(0, o * k) for o, k in zip(outputs, kernel)))]
-    split = [batch, channels] + [d for o, k in zip(outputs, kernel) for d in (o, k)]
-    # (N, C, o1, k1, o2, k2, ...) -> (N, o1, o2, ..., C, k1, k2, ...)
-    order = [0] + [2 + 2 * i for i in range(spatial)] + [1] + [3 + 2 * i for i in range(spatial)]
-    return x.reshape(split).permute(order).reshape(-1, channels * math.prod(kernel))
+    for i, k in enumerate(kernel):
+        x = x.unfold(2 + i, k, k)  # (N, C, o1, ..., k1, ...): the window dimension goes last
+    # (N, C, o1, o2, ..., k1, k2, ...) -> (N, o1, o2, ..., C, k1, k2, ...)
+    order = [0, *range(2, 2 + spatial), 1, *range(2 + spatial, 2 + 2 * spatial)]
+    return x.permute(order).reshape(-1, x.shape[1] * math.prod(kernel))
 
 
 def _output_rows(grad_output: Any) -> Any:
@@ -139,7 +150,7 @@ def backward_as_gemm(grad_output: Any, x: Any, weight: Any, kernel: list[int], o
             memory_format = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
         grad_x = grad_x.contiguous(memory_format=memory_format)
     if output_mask[1]:
-        grad_weight = torch.mm(rows.t(), _patch_rows(x, kernel, outputs)).reshape(weight.shape)
+        grad_weight = torch.mm(rows.t(), _patch_rows(x, kernel)).reshape(weight.shape)
     if output_mask[2]:
         grad_bias = rows.sum(0)
     return grad_x, grad_weight, grad_bias
