@@ -7,7 +7,7 @@ GEMM of (batch x patches) rows by (channels x kernel area) columns. cuDNN runs i
 ViT-S/16 stem took 225 us under plain ``torch.compile`` and 23 us as the GEMM (docs/FINDINGS.md, finding 72).
 Every stock mode lowers it the same way (Inductor keeps convolutions on cuDNN), so a stem GEMM wins over all of them.
 
-As a decomposition (applied while AOTAutograd traces, as Inductor's own ``mm`` decomposition is): a view and a
+As a decomposition (applied while AOTAutograd traces, as Inductor's own ``mm`` decomposition is): ``unfold`` and a
 permute gather the patches (one pointwise copy Inductor can fuse with what produced the image), ``mm``/``addmm``
 multiplies, and the result is viewed back to the convolution's shape with its strides (channels-last when the
 input or the weight was, contiguous otherwise). Autograd records the convolution before the decomposition runs, so
@@ -35,10 +35,11 @@ ALIGN = 8  # cuDNN's tensor-core convolutions want channels in multiples of 8 (1
 def takes_gemm(channels: int, kernel: list[int], dtype: str, tf32: bool = True) -> bool:
     """Whether a patch-embedding convolution runs as a GEMM: input channels cuDNN must pad (not a multiple of
     ``ALIGN``: an RGB image, a 3-channel video or waveform) and a kernel larger than 1x1; float32 only where matmuls
-    may use TF32 (``tf32``), as cuDNN's convolutions do by default and as it was measured. On the H100 those ran
-    1.7-15x faster as the GEMM, alone and in six vision models. Aligned channels (ConvNeXt's 2x2 downsampling
-    layers) ran 1.1-1.6x faster alone, yet ConvNeXt's step 6% slower with them converted: the patch gather fused
-    into the LayerNorm ahead of it and slowed that kernel more than the GEMM saved (finding 72)."""
+    may use TF32 (``tf32``), as cuDNN's convolutions do by default and as it was measured. On the H100 such stems ran
+    1.7-15x faster as the GEMM alone, and eleven vision models 1.02-1.9x faster. Aligned channels (ConvNeXt's 2x2
+    downsampling layers) ran 1.1-1.6x faster alone, yet ConvNeXt-T's step went from 7% faster than plain (stem only)
+    to 1% slower with them converted: the patch gather fused into the LayerNorm ahead of it and slowed that kernel
+    more than the GEMM saved (finding 72)."""
     return dtype in DTYPES and (dtype != "float32" or tf32) and channels % ALIGN != 0 and math.prod(kernel) > 1
 
 
