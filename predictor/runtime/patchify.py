@@ -36,10 +36,10 @@ def takes_gemm(channels: int, kernel: list[int], dtype: str, tf32: bool = True) 
     """Whether a patch-embedding convolution runs as a GEMM: input channels cuDNN must pad (not a multiple of
     ``ALIGN``: an RGB image, a 3-channel video or waveform) and a kernel larger than 1x1; float32 only where matmuls
     may use TF32 (``tf32``), as cuDNN's convolutions do by default and as it was measured. On the H100 such stems ran
-    1.7-15x faster as the GEMM alone, and six vision models 1.02-2.06x faster than with cuDNN stems. Aligned channels (ConvNeXt's 2x2
-    downsampling layers) ran 1.1-1.6x faster alone, yet ConvNeXt-T's step went from 7% faster than plain (stem only)
-    to 1% slower with them converted: the patch gather fused into the LayerNorm ahead of it and slowed that kernel
-    more than the GEMM saved (finding 72)."""
+    1.7-15x faster as the GEMM alone, and six vision models 1.02-2.06x faster than with cuDNN stems. Aligned
+    channels (ConvNeXt's 2x2 downsampling layers) ran 1.1-1.6x faster alone, yet ConvNeXt-T's step went from 7%
+    faster than plain (stem only) to 1% slower with them converted: the patch gather fused into the LayerNorm
+    ahead of it and slowed that kernel more than the GEMM saved (finding 72)."""
     return dtype in DTYPES and (dtype != "float32" or tf32) and channels % ALIGN != 0 and math.prod(kernel) > 1
 
 
