@@ -432,3 +432,20 @@ def test_a_one_channel_channels_last_input_keeps_eagers_strides():
     expected, got = _conv(x, weight, None, (4, 4)), _gemm(x, weight, None)
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
     assert got.stride() == expected.stride()
+
+
+def test_the_hooks_cache_keys_carry_the_decompositions_source(monkeypatch):
+    """AOTAutograd's cache hashes torch's source, not this package's: a changed decomposition must change the hook's
+    keys (torch 2.13's uuid, torch 2.11's pickle of the config value)."""
+    import pickle
+
+    from predictor.runtime import hook
+    from predictor.runtime.decompositions import decompositions_digest
+    from predictor.runtime.settings import HookSettings
+
+    pruner = hook.GemmPruner(HookSettings())
+    assert decompositions_digest() in pickle.dumps(pruner).decode("latin-1")
+    before = pruner.uuid()
+    monkeypatch.setattr(hook, "decompositions_digest", lambda: "another-rule")
+    assert hook.GemmPruner(HookSettings()).uuid() != before
+    assert b"another-rule" in pickle.dumps(hook.GemmPruner(HookSettings()))
