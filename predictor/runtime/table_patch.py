@@ -1,8 +1,8 @@
 """Entries of Inductor's dispatch tables (lowerings, decompositions) wrapped for the length of one compile.
 
 Why one helper: ``predictor.compile`` changes how a few ops are lowered or decomposed (convolutions, grouped GEMMs,
-GEMVs) only inside its own compiles; each wrap must happen once when compiles nest and be undone on exit, also on
-an error, so a plain ``torch.compile`` in the same process sees Inductor's own tables.
+GEMVs, patch embeddings) only inside its own compiles; each wrap must happen once when compiles nest and be undone
+on exit, also on an error, so a plain ``torch.compile`` in the same process sees Inductor's own tables.
 """
 
 from __future__ import annotations
@@ -14,35 +14,19 @@ from typing import Any, Callable
 
 @contextlib.contextmanager
 def wrapped_entries(tables: Iterable[dict[Any, Any]], keys: Iterable[Any],
-                    wrap: Callable[[Any, Callable[..., Any]], Callable[..., Any]], marker: str) -> Iterator[None]:
-    """While active, every ``key`` present in each table maps to ``wrap(key, original)``; a wrapped entry carries
-    ``marker`` (set here), so a nested compile leaves it as it is. The original entries are back on exit."""
+                    wrap: Callable[[Any, Callable[..., Any] | None], Callable[..., Any]], marker: str,
+                    absent: bool = False) -> Iterator[None]:
+    """While active, every ``key`` present in each table maps to ``wrap(key, original)``; with ``absent``, a key a
+    table lacks maps to ``wrap(key, None)`` and is removed on exit. A wrapped entry carries ``marker`` (set here), so
+    a nested compile leaves it as it is. The tables are as they were on exit, also on an error."""
     keys = list(keys)
-    saved = [(table, {key: table[key] for key in keys if key in table}) for table in tables]
+    saved = [(table, {key: table.get(key) for key in keys if absent or key in table}) for table in tables]
     for table, originals in saved:
         for key, original in originals.items():
             if not getattr(original, marker, False):
                 wrapped = wrap(key, original)
                 setattr(wrapped, marker, True)
                 table[key] = wrapped
-    try:
-        yield
-    finally:
-        for table, originals in saved:
-            table.update(originals)
-
-
-@contextlib.contextmanager
-def added_entries(tables: Iterable[dict[Any, Any]], entries: dict[Any, Callable[..., Any]],
-                  marker: str) -> Iterator[None]:
-    """While active, each table maps every key of ``entries`` to its function; where the table had an entry for the
-    key already, that one runs whenever the new one returns ``NotImplemented``. Marked with ``marker`` so a nested
-    compile adds once; every table is as it was on exit, also on an error."""
-    saved = [(table, {key: table.get(key) for key in entries}) for table in tables]
-    for table, originals in saved:
-        for key, original in originals.items():
-            if original is None or not getattr(original, marker, False):
-                table[key] = _first_of(entries[key], original, marker)
     try:
         yield
     finally:
@@ -54,11 +38,19 @@ def added_entries(tables: Iterable[dict[Any, Any]], entries: dict[Any, Callable[
                     table[key] = original
 
 
-def _first_of(first: Callable[..., Any], then: Callable[..., Any] | None, marker: str) -> Callable[..., Any]:
+def added_entries(tables: Iterable[dict[Any, Any]], entries: dict[Any, Callable[..., Any]],
+                  marker: str) -> contextlib.AbstractContextManager[None]:
+    """While active, each table maps every key of ``entries`` to its function; where the table had an entry for the
+    key already, that one runs whenever the new one returns ``NotImplemented`` (``wrapped_entries`` with absent
+    keys added)."""
+    return wrapped_entries(tables, entries, lambda key, original: _first_of(entries[key], original), marker,
+                           absent=True)
+
+
+def _first_of(first: Callable[..., Any], then: Callable[..., Any] | None) -> Callable[..., Any]:
     def entry(*args: Any, **kwargs: Any) -> Any:
         out = first(*args, **kwargs)
         return then(*args, **kwargs) if out is NotImplemented and then is not None else out
-    setattr(entry, marker, True)
     return entry
 
 
@@ -91,4 +83,3 @@ def wrapped_attribute(owner: Any, name: str, wrap: Callable[[Callable[..., Any]]
         yield
     finally:
         setattr(owner, name, original)
-
