@@ -294,15 +294,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m collectors.corpus", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="parquet file to write")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quantized", action="store_true",
-                        help="build the quantized corpus (int8 B col-major, fp8 scaled_mm; collectors.corpus_quant) "
-                             "instead of corpus v1; it takes no seed")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--quantized", action="store_true",
+                       help="build the quantized corpus (int8 B col-major, fp8 scaled_mm; collectors.corpus_quant) "
+                            "instead of corpus v1; it takes no seed")
+    which.add_argument("--token-mixing", action="store_true",
+                       help="build the token-mixing corpus (MLP-Mixer, ResMLP, gMLP token layers; "
+                            "collectors.corpus_tokens) instead of corpus v1")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.quantized:
         from .corpus_quant import build_quant_corpus
 
         df = build_quant_corpus()
+    elif args.token_mixing:
+        from .corpus_tokens import build_token_corpus
+
+        df = build_token_corpus(args.seed)
     else:
         df = build_corpus(args.seed)
     write_corpus(df, args.out, args.seed)

@@ -390,6 +390,9 @@ def model_card(meta: dict[str, Any]) -> str:
         "",
         f"Ranks PyTorch Inductor GEMM candidates (space `{meta.get('space', 'default')}`) so that max-autotune "
         "benchmarks only the top k. Higher score = predicted faster.",
+        *([f"Region model: it ranks only the GEMMs of region `{meta['region']}` (`predictor/regions.py`), which the "
+           "hook scores with it beside the GPU's main model; it was trained and scored on that region's problems."]
+          if meta.get("region") else []),
         "",
         "## Model",
         f"- ranker: `{ranker.get('name')}` ({ranker.get('class')}), "

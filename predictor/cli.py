@@ -68,6 +68,11 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--learn-failures", action="store_true",
                    help="lgbm: also learn from failed rows (as the slowest); the exhaustive space offers many configs "
                         "that fail to launch (shared memory / registers), which an ok-only model may rank first")
+    from .regions import REGIONS
+
+    p.add_argument("--region", choices=REGIONS, default=None,
+                   help="fit on one region's problems alone (predictor/regions.py); the hook scores that region's "
+                        "GEMMs with it beside the GPU's main model")
 
     def run(args: argparse.Namespace) -> int:
         from .offline.train import train
@@ -83,7 +88,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         result = train(args.dataset, args.ranker, args.out, seed=args.seed, space=args.space,
                        test_fraction=args.test_fraction, refit_all=args.refit_all,
                        params={"learn_failures": True} if args.learn_failures else None, holdout_groups=holdout,
-                       force=args.force)
+                       force=args.force, region=args.region)
         _print_metrics(result.get("metrics", result))
         return 0
 
@@ -137,6 +142,25 @@ def _add_gemv_eval(sub: argparse._SubParsersAction) -> None:
         from .offline.gemv_eval import evaluate, markdown, read_labels
 
         print(markdown(*evaluate(read_labels(args.dataset))))
+        return 0
+
+    p.set_defaults(func=run)
+
+
+def _add_region_eval(sub: argparse._SubParsersAction) -> None:
+    from .regions import REGIONS, SHORT_UNALIGNED
+
+    p = add_command(sub, "region-eval", "a region model beside the main model: each region group held out in turn, "
+                                        "the policy oracle per decide gap")
+    p.add_argument("--main", required=True, help="the GPU's main model folder, e.g. models/h100-default-lgbm-all")
+    p.add_argument("--dataset", required=True, nargs="+",
+                   help="labels of that GPU: the main model's corpus first, then the region's own labels")
+    p.add_argument("--region", choices=REGIONS, default=SHORT_UNALIGNED, help="which region (predictor/regions.py)")
+
+    def run(args: argparse.Namespace) -> int:
+        from .offline.region_eval import evaluate, markdown
+
+        print(markdown(evaluate(args.main, args.dataset, args.region)))
         return 0
 
     p.set_defaults(func=run)
@@ -239,6 +263,7 @@ def build_parser(plugins: Iterable[Callable[[argparse._SubParsersAction], None]]
     _add_report(sub)
     _add_gemv_eval(sub)
     _add_gemv_fit(sub)
+    _add_region_eval(sub)
     _add_grouped_fit(sub)
     _add_size_range_eval(sub)
     _add_export(sub)

@@ -105,7 +105,8 @@ def test_top_1_without_aten_leaves_exactly_one():
     assert 0 < stats.pop("filter_ms_median") <= stats.pop("filter_ms_max")
     assert stats == {"gemms_seen": 1, "pruned": 1, "passed_through": 0, "kept_total": 1,
                      "considered_total": len(choices), "overridden": 0, "hints_considered": 0, "hints_kept": 0,
-                     "cutlass_considered": 0, "cutlass_kept": 0, "epilogue_templates_added": 0, "fallbacks": {}}
+                     "cutlass_considered": 0, "cutlass_kept": 0, "epilogue_templates_added": 0, "region_scored": 0,
+                     "fallbacks": {}}
 
 
 def test_aten_in_the_top_k_is_not_added_twice():

@@ -515,3 +515,24 @@ def test_the_report_names_training_steps_timed_beside_compiling_runs():
     assert "gpt2-medium-train" in line and "bert-train" not in line and "bert-base" not in line
     assert report.shared_host_training_line(records[1:]) == ""
     assert line in report.markdown(records, report.summarize(records), [])
+
+
+def test_held_out_set7_feeds_images_of_the_size_the_model_is_built_for(monkeypatch):
+    """The seventh held-out set runs token-mixing models at 288 and 240 px (324 and 225 tokens): the input image has
+    the size timm builds the model for (a 224 px image would not fit their fixed token-mixing widths)."""
+    import sys
+    import types
+
+    import torch
+
+    built = {}
+
+    def create_model(arch, pretrained, **kw):
+        built.update(arch=arch, **kw)
+        return torch.nn.Identity()
+
+    monkeypatch.setitem(sys.modules, "timm", types.SimpleNamespace(create_model=create_model))
+    for name, size in (("gmlp-s16-288", 288), ("resmlp-24-240", 240)):
+        entry = models.get(name)
+        _, (x,), kind = entry.build(torch.device("cpu"), torch.float32)
+        assert (entry.held_out_set, built["img_size"], tuple(x.shape), kind) == (7, size, (32, 3, size, size), "forward")

@@ -252,7 +252,8 @@ def _timm(arch: str, batch: int, entry_dtype: str, train: bool = False, **kw: An
         torch.manual_seed(0)
         wdtype = _weights_dtype(entry_dtype, dtype)
         model = timm.create_model(arch, pretrained=False, **kw).to(device=device, dtype=wdtype)
-        x = torch.randn(batch, 3, 224, 224, device=device, dtype=wdtype)
+        size = kw.get("img_size", 224)
+        x = torch.randn(batch, 3, size, size, device=device, dtype=wdtype)
         if train:
             return ClassifyLoss(model), (x, torch.randint(0, 1000, (batch,), device=device)), "loss"
         return model, (x,), "forward"
@@ -459,6 +460,13 @@ _ENTRIES = [
              "timm eva02_small_patch14_224 (rotary positions, SwiGLU), full depth; batch 32", held_out_set=6),
     ZooModel("convnextv2-tiny", "vision-conv", "infer", "bfloat16", _timm("convnextv2_tiny", 32, "bfloat16"),
              "timm convnextv2_tiny (global response norm), full depth (3,3,9,3); batch 32", held_out_set=6),
+    # held out, seventh set: token-mixing models at image sizes whose token counts (324, 225) no label has, added
+    # with the short-unaligned region model (predictor.regions) and not used to fit it; full depth
+    ZooModel("gmlp-s16-288", "vision-mlp", "infer", "float16", _timm("gmlp_s16_224", 32, "float16", img_size=288),
+             "timm gmlp_s16_224 at 288 px (324 tokens; spatial gating unit), full depth; batch 32", held_out_set=7),
+    ZooModel("resmlp-24-240", "vision-mlp", "infer", "bfloat16", _timm("resmlp_24_224", 32, "bfloat16", img_size=240),
+             "timm resmlp_24_224 at 240 px (225 tokens; affine norms, token linear), full depth; batch 32",
+             held_out_set=7),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]

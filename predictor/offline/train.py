@@ -150,9 +150,13 @@ def load_training_rows(dataset: str | Path | list, space: str = "default") -> tu
 def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = None, seed: int = 0,
           space: str = "default", test_fraction: float = 0.25, refit_all: bool = False,
           params: dict[str, Any] | None = None, progress: bool = True,
-          holdout_groups: Iterable[str] | None = None, force: bool = False) -> dict[str, Any]:
+          holdout_groups: Iterable[str] | None = None, force: bool = False,
+          region: str | None = None) -> dict[str, Any]:
     """Fit ``ranker`` on ``dataset`` and save it to ``out`` (default ``models/<ranker>``); return the metadata.
     A shipped model folder is replaced only with ``force`` (``predictor.offline.shipped``).
+
+    ``region`` (``predictor.regions``): fit on that region's rows alone; the hook then scores only that region's
+    GEMMs with the model, beside the GPU's main model.
 
     ``holdout_groups`` (e.g. an earlier model's ``split.test_groups``) replaces the seeded fraction split.
 
@@ -166,12 +170,12 @@ def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = No
     check_not_shipped(out, force)
     with claim_output(out):
         return _fit_and_save(datasets, ranker, out, seed, space, test_fraction, refit_all, params, progress,
-                             holdout_groups)
+                             holdout_groups, region)
 
 
 def _fit_and_save(datasets: list[Path], ranker: str, out: Path, seed: int, space: str, test_fraction: float,
                   refit_all: bool, params: dict[str, Any] | None, progress: bool,
-                  holdout_groups: Iterable[str] | None) -> dict[str, Any]:
+                  holdout_groups: Iterable[str] | None, region: str | None = None) -> dict[str, Any]:
     params = dict(params or {})
     if _takes_seed(ranker) and "seed" not in params:
         params["seed"] = seed
@@ -180,6 +184,12 @@ def _fit_and_save(datasets: list[Path], ranker: str, out: Path, seed: int, space
 
     steps.set_postfix_str("read")
     rows, device, meta = load_training_rows(datasets, space)
+    if region is not None:
+        from ..regions import rows_in_region
+
+        rows = rows[rows_in_region(region, rows)].reset_index(drop=True)
+        if rows.empty:
+            raise ValueError(f"{', '.join(map(str, datasets))}: no rows in region {region!r}")
     log.info("%s: %d rows, %d problems, space %s, device %s", ", ".join(map(str, datasets)), len(rows), rows["problem_id"].nunique(), space, device.gpu)
     if holdout_groups is not None:
         train_rows, test_rows = split_by_named_groups(rows, holdout_groups)
@@ -225,6 +235,8 @@ def _fit_and_save(datasets: list[Path], ranker: str, out: Path, seed: int, space
         "name": out.name,
         "space": space,
         "seed": seed,
+        # the problems the model ranks (predictor.regions); None: every problem, the GPU's main model
+        "region": region,
         # flat keys predictor.offline.evaluate.run_evaluation reads to rebuild the same split
         "split_seed": seed,
         "test_fraction": test_fraction,

@@ -44,11 +44,12 @@ def shipped_roots() -> list[Path]:
 
 
 def find_model(device: DeviceInfo, space: str = "default", roots: Sequence[Path] | None = None,
-               allow_similar: bool = False) -> Path | None:
+               allow_similar: bool = False, region: str | None = None) -> Path | None:
     """The model folder made for ``device`` (same GPU name and capability): one for ``space`` first, then
     a ``*-lgbm-all`` folder, then the earliest root, then by name. With ``allow_similar``, a model made for
     another GPU of the same architecture (``DeviceInfo.same_architecture``) is taken when no exact one
-    exists. None when no folder fits."""
+    exists. ``region``: a model of that region (metadata ``region``, ``predictor.regions``); None, the default,
+    only models of every problem. None when no folder fits."""
     ranked = []
     for root_index, root in enumerate(model_roots() if roots is None else roots):
         try:
@@ -62,6 +63,8 @@ def find_model(device: DeviceInfo, space: str = "default", roots: Sequence[Path]
                 meta = read_metadata(folder)
                 trained_for = DeviceInfo.from_metadata(meta)
                 space_name = meta.get("space", "default")
+                if meta.get("region") != region:
+                    continue
             except Exception as exc:  # noqa: BLE001 -- one junk folder (any error, RecursionError too) must not break
                 # every compile: it is skipped, named once
                 _skip_once(folder, exc)

@@ -17,6 +17,7 @@ M-sweep labels against the fixed ``[64, 256, 4096]`` list (through ``predictor.o
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +27,8 @@ import numpy as np
 from ..candidate import CANDIDATE_FIELDS, Candidate
 from ..device import DeviceInfo
 from ..problem import PROBLEM_FIELDS, Problem
+
+log = logging.getLogger(__name__)
 
 FIXED_HINTS = (64, 256, 4096)  # the list the multi-kernel-hints seed uses
 # every power of two up to 16384: with at most 3 hints, the coarser (1, 16, 64, ..., 16384) grid capped even a
@@ -92,6 +95,17 @@ def choose_hints(ranker: Any, device: DeviceInfo, problem: Problem, kernel_at: d
     sizes = list(sizes) if sizes is not None else runtime_sizes(hints[0], hints[-1])
     scores = kernel_scores(ranker, device, problem, [kernel_at[h] for h in hints], sizes)
     return best_hint_set(scores, hints, max_hints, min_gain)
+
+
+def hints_worth_tuning(ranker: Any, device: DeviceInfo, problem: Problem, cands: Sequence[Candidate],
+                       scores: np.ndarray, groups: dict[int | None, list[int]]) -> tuple[set[int], int]:
+    """For the hook: the hints of one GEMM's candidate list worth autotuning, and how many hints it offered.
+    ``groups`` maps each hint to its candidates' indices; each hint's kernel is its best-scored candidate."""
+    hint_values = sorted(h for h in groups if h is not None)
+    kernel_at = {h: cands[max(groups[h], key=lambda i: scores[i])] for h in hint_values}
+    chosen = set(choose_hints(ranker, device, problem, kernel_at))
+    log.debug("gemm-predictor: %s: autotuning hints %s of %s", problem, sorted(chosen), hint_values)
+    return chosen, len(hint_values)
 
 
 # --------------------------------------------------------------------------- config.multi_kernel_hints

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import threading
 import time
 from collections import Counter
@@ -37,9 +36,10 @@ from .installed import _STACK
 from ..features import ideal_time_us, ranker_rows, runtime_feature_matrix
 from .inductor_inputs import (_lowering_node, _operands_key, _tf32_enabled, one_kernel_fits, output_feeds_pointwise,
                               problem_from_inputs, scaled_op)
+from .region_models import RegionModel, load_region_models, model_for
 from .policy import (EXPLICIT_KIND_OPS, GAP_FLOORS, aten_alone_if_small, decide_gap_for, decide_one, fallback_choices,
-                     keep_best, out_of_training_range, trusted_kind, untrained_kind, with_aten_fallback,
-                     with_epilogue_templates)
+                     keep_best, out_of_training_range, override_choice, trusted_kind, untrained_kind,
+                     with_aten_fallback, with_epilogue_templates)
 from ..problem import Problem
 from .settings import HookSettings
 from .split_addmm import SplitAddmm
@@ -55,7 +55,8 @@ INDUCTOR_OPS = {"mm": "mm", "addmm": "addmm", "bmm": "bmm", "int_mm": "int_mm", 
 # Inductor's max_autotune_gemm_search_space value for each of our spaces.
 SEARCH_SPACE = {"default": "DEFAULT", "exhaustive": "EXHAUSTIVE"}
 _STAT_KEYS = ("gemms_seen", "pruned", "passed_through", "kept_total", "considered_total", "overridden",
-              "hints_considered", "hints_kept", "cutlass_considered", "cutlass_kept", "epilogue_templates_added")
+              "hints_considered", "hints_kept", "cutlass_considered", "cutlass_kept", "epilogue_templates_added",
+              "region_scored")
 SLOW_FILTER_MS = 50.0  # per GEMM: above this the filter itself would slow compiles down (Exhaustive issue)
 _RECENT_DECISIONS = 256  # kept-score records remembered for override_best_choice (per pruner)
 _SCORE_CACHE = 4096  # problems whose scores a pruner remembers
@@ -90,6 +91,7 @@ class GemmPruner:
         self.model_path: Path | None = None
         self.ranker = ranker
         self.metadata: dict[str, Any] = dict(metadata or {})
+        self.region_models: dict[str, RegionModel] = {}  # beside a discovered main model (predictor.regions)
         self.disabled: str | None = None  # why every GEMM is passed through, if it is
         self._warned: set[str] = set()
         self._lock = threading.Lock()  # counters and warnings
@@ -168,6 +170,8 @@ class GemmPruner:
                                  f"every GEMM: {self._fallback_words()}")
         self.model_path = folder
         self.device = DeviceInfo.from_metadata(self.metadata)
+        if s.model is None:  # a model the caller names ranks every GEMM itself
+            self.region_models = load_region_models(device, s.space, s.allow_similar_gpu, self._warn_once)
         if similar:
             self._warn_once("similar_gpu", f"using {folder}, trained on {trained_for.gpu}, for "
                             f"{device.gpu} (same cc {device.cc}, {device.sm_count} SMs, same shared memory); "
@@ -207,7 +211,8 @@ class GemmPruner:
                    "epilogue_templates": s.epilogue_templates, "allow_similar_gpu": s.allow_similar_gpu,
                    "policy": s.policy, "decide_gap": s.decide_gap, "fallback": s.fallback, "gap_floors": GAP_FLOORS,
                    "gemv_blocks": gemv_blocks.table_digest(), "decompositions": decompositions_digest(),
-                   "grouped_mm_bands": repr(grouped_mm.BANDS), "dynamic_hint_floor": dynamic_hints.hint_floor()}
+                   "grouped_mm_bands": repr(grouped_mm.BANDS), "dynamic_hint_floor": dynamic_hints.hint_floor(),
+                   "region_models": {r: m.metadata.get("model_sha256") for r, m in self.region_models.items()}}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self._uuid
 
@@ -226,30 +231,20 @@ class GemmPruner:
 
     # -- counters ------------------------------------------------------------------------------
     def pick(self, best_choice: Any, timings: dict[Any, float]) -> Any:
-        """Inductor's benchmark pick, or the model's favourite among the benchmarked choices when the pick
-        scores more than ``override_gap`` below it (torch >= 2.13 ``InductorChoices.override_best_choice``).
-
-        Why: Inductor's benchmark overstates cuBLAS on small GEMMs; the model, trained on clean labels, can
-        know better. Only choices this pruner scored (matched by candidate key set) and that benchmarked to a
-        finite time are considered; anything unexpected keeps Inductor's pick."""
+        """Inductor's benchmark pick, or the model's favourite among the benchmarked choices where the pick scores
+        more than ``override_gap`` below it (``policy.override_choice``; torch >= 2.13 ``override_best_choice``).
+        Only choices this pruner scored (matched by candidate key set) are considered."""
         gap = self.settings.override_gap
         if gap is None or len(timings) < 2 or best_choice not in timings:
             return best_choice
         key_of = {c: from_choice_caller(getattr(c, "name", ""), getattr(c, "description", "")).key for c in timings}
         with self._lock:
             scores = self._recent.get(frozenset(key_of.values()))
-        if scores is None:
-            return best_choice
-        finite = [c for c, t in timings.items() if math.isfinite(float(t))]
-        favourite = max(finite, key=lambda c: scores[key_of[c]])
-        best_key, favourite_key = key_of[best_choice], key_of[favourite]
-        if favourite_key == best_key or scores[favourite_key] - scores[best_key] <= gap:
-            return best_choice
-        with self._lock:
-            self._stats["overridden"] += 1
-        log.debug("gemm-predictor: benchmark picked %s (%.3g), using the model's %s (%.3g)", best_key,
-                  scores[best_key], favourite_key, scores[favourite_key])
-        return favourite
+        chosen = best_choice if scores is None else override_choice(best_choice, timings, key_of, scores, gap)
+        if chosen is not best_choice:
+            with self._lock:
+                self._stats["overridden"] += 1
+        return chosen
 
     def preprocess(self, choices: list[Any]) -> list[Any]:
         """Inductor's preprocessing step over the whole ChoiceCaller list, where CUTLASS choices appear
@@ -273,10 +268,10 @@ class GemmPruner:
         return kept
 
     def stats(self) -> dict[str, Any]:
-        """Counters since install: GEMMs seen, pruned or passed through, choices kept/considered, and
-        ``fallbacks`` by reason (no_gpu, no_model, not_cuda, unknown_op, untrained_kind, unknown_template, out_of_distribution,
-        tf32, low_confidence (widened, may still prune), error, empty, slow), ``overridden`` (benchmark picks replaced,
-        ``override_gap``), and the filter's own time per GEMM (``filter_ms_median``, ``filter_ms_max``)."""
+        """Counters since install: GEMMs seen, pruned or passed through, choices kept/considered, ``region_scored``
+        (GEMMs a region model ranked), ``fallbacks`` by reason (no_gpu, no_model, not_cuda, unknown_op, untrained_kind,
+        unknown_template, out_of_distribution, tf32, low_confidence (widened, may still prune), error, empty, slow),
+        ``overridden`` (``override_gap``), the filter's own time per GEMM (``filter_ms_median``, ``filter_ms_max``)."""
         with self._lock:
             out: dict[str, Any] = {key: int(self._stats[key]) for key in _STAT_KEYS}
             out["fallbacks"] = dict(self._fallbacks)
@@ -337,15 +332,20 @@ class GemmPruner:
         return trusted_kind(self.metadata.get(RANGES_KEY), problem) and one_kernel_fits(kernel_inputs)
 
     def scores(self, problem: Problem, cands: list[Candidate], hints: list[int | None]) -> np.ndarray:
-        """The ranker's scores, remembered per (problem, candidates, hints): a model's repeated layers and its
-        backward pass lower the same GEMM again and again (features and the model are most of the cost)."""
+        """The ranker's scores (a region model's in its region), remembered per (problem, candidates, hints): a
+        model's repeated layers and its backward lower the same GEMM again and again (features and model: the cost)."""
+        region = model_for(self.region_models, problem)  # a region model ranks its region's GEMMs
+        ranker, device = (region.ranker, region.device) if region is not None else (self.ranker, self.device)
+        if region is not None:
+            with self._lock:
+                self._stats["region_scored"] += 1
         key = (problem, tuple([c.key for c in cands]), tuple(hints))
         scores = self._scores.get(key)
         if scores is None:
-            if hasattr(self.ranker, "score_features"):  # the LightGBM rankers: features straight into numpy
-                raw = self.ranker.score_features(runtime_feature_matrix(problem, cands, hints, self.device))
+            if hasattr(ranker, "score_features"):  # the LightGBM rankers: features straight into numpy
+                raw = ranker.score_features(runtime_feature_matrix(problem, cands, hints, device))
             else:  # the other rankers read rows (and import pandas, as they import scikit-learn)
-                raw = self.ranker.score(ranker_rows(problem, cands, hints), self.device)
+                raw = ranker.score(ranker_rows(problem, cands, hints), device)
             scores = np.asarray(raw, dtype=np.float64)
             if len(self._scores) >= _SCORE_CACHE:
                 self._scores.pop(next(iter(self._scores)), None)
@@ -409,8 +409,9 @@ class GemmPruner:
 
         is_aten = [c.family == "aten" for c in cands]
         if deciding:
+            by_region = model_for(self.region_models, problem) is not None
             chosen = decide_one(scores, is_aten, self.may_pick_triton(problem, kernel_inputs),
-                                decide_gap_for(problem, s.decide_gap))
+                                decide_gap_for(problem, s.decide_gap, by_region))
             log.debug("gemm-predictor: %s (%s): decided %s of %d", op_name, problem, cands[chosen].key, len(cands))
             if self.decision_observer is not None:
                 try:  # observing must never break a compile
@@ -480,17 +481,13 @@ class GemmPruner:
 
     def _predicted_hints(self, problem: Problem, cands: list[Candidate], scores: np.ndarray,
                          groups: dict[int | None, list[int]]) -> set[int]:
-        """The multi-kernel hints worth autotuning (``predictor.runtime.hints.choose_hints``: each hint's favourite
-        kernel scored at runtime sizes over the hints' span)."""
-        from .hints import choose_hints
+        """The multi-kernel hints worth autotuning (``predictor.runtime.hints.hints_worth_tuning``)."""
+        from .hints import hints_worth_tuning
 
-        hint_values = sorted(h for h in groups if h is not None)
-        kernel_at = {h: cands[max(groups[h], key=lambda i: scores[i])] for h in hint_values}
-        chosen = set(choose_hints(self.ranker, self.device, problem, kernel_at))
+        chosen, considered = hints_worth_tuning(self.ranker, self.device, problem, cands, scores, groups)
         with self._lock:
-            self._stats["hints_considered"] += len(hint_values)
+            self._stats["hints_considered"] += considered
             self._stats["hints_kept"] += len(chosen)
-        log.debug("gemm-predictor: %s: autotuning hints %s of %s", problem, sorted(chosen), hint_values)
         return chosen
 
 

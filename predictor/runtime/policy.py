@@ -13,12 +13,17 @@ Runtime code: numpy only.
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..problem import SCALED_OPS
+from ..regions import MIN_MNK, SHORT_SIDE, SHORT_UNALIGNED, in_region
+
+log = logging.getLogger(__name__)
 
 # The decide policy takes the model's favourite Triton candidate over cuBLAS unless cuBLAS's score (LambdaRank units:
 # higher is predicted faster) leads it by more than this. Negative because the labels time bare GEMMs, while in the
@@ -47,16 +52,27 @@ SMALL_M_LONG_K = (256, 3072)  # (largest m, k above which)
 SMALL_M_LONG_K_GAP = 2.0
 
 
+# Short unaligned GEMMs (predictor.regions, short-unaligned: token mixing) that a region model ranks: the in-program
+# evidence for the negative gap came from aligned GEMMs ranked by the main model, and the region model was chosen at
+# gap 0. Policy oracle, gap -2.5 against 0.0, region model with each token-mixing family held out: 0.947 / 0.976
+# (datasets/nvidia-h100/TOKEN_MIXING.md). Where no region model ships the main model keeps the gap: at 0.0 it put
+# MLP-Mixer-B/16's 196-wide token GEMMs back on cuBLAS (29 against 17 us each in the step, H100).
+SHORT_UNALIGNED_GAP = 0.0
+
 # what decide_gap_for floors (part of the hook's cache key: graphs decided under other floors are not reused)
-GAP_FLOORS = {"quantized": 0.0, "float32_mm": FLOAT32_GAP, "small_m_long_k": [*SMALL_M_LONG_K, SMALL_M_LONG_K_GAP]}
+GAP_FLOORS = {"quantized": 0.0, "float32_mm": FLOAT32_GAP, "small_m_long_k": [*SMALL_M_LONG_K, SMALL_M_LONG_K_GAP],
+              "short_unaligned": [SHORT_SIDE, MIN_MNK, SHORT_UNALIGNED_GAP]}
 
 
-def decide_gap_for(problem: Any, gap: float) -> float:
+def decide_gap_for(problem: Any, gap: float, region_model: bool = False) -> float:
     """The decide gap for ``problem`` (a ``Problem``): ``gap``, floored at 0.0 for the quantized ops
-    (QUANTIZED_OPS, no in-program evidence there), at FLOAT32_GAP for a float32 mm/addmm and at SMALL_M_LONG_K_GAP
-    for few rows with a long K (SMALL_M_LONG_K)."""
+    (QUANTIZED_OPS, no in-program evidence there), at FLOAT32_GAP for a float32 mm/addmm, at SHORT_UNALIGNED_GAP
+    where the short-unaligned region's model ranks it (``region_model``) and at SMALL_M_LONG_K_GAP for few rows
+    with a long K (SMALL_M_LONG_K)."""
     if problem.op in QUANTIZED_OPS:
         return max(gap, 0.0)
+    if region_model and in_region(SHORT_UNALIGNED, problem):
+        gap = max(gap, SHORT_UNALIGNED_GAP)
     if problem.dtype == "float32" and problem.op != "bmm":
         gap = max(gap, FLOAT32_GAP)
     largest_m, k_above = SMALL_M_LONG_K
@@ -233,3 +249,18 @@ def trusted_kind(ranges: Any, problem: Any) -> bool:
     if not isinstance(kinds, list):
         return True
     return problem_kind(problem.op, problem.dtype, problem.layout_a, problem.layout_b) in kinds
+
+
+def override_choice(best_choice: Any, timings: dict[Any, float], key_of: dict[Any, str], scores: dict[str, float],
+                    gap: float) -> Any:
+    """Inductor's benchmark pick ``best_choice``, or the best-scored choice that benchmarked to a finite time when
+    the pick scores more than ``gap`` below it. Why: Inductor's benchmark overstates cuBLAS on small GEMMs, and the
+    model, trained on clean labels (L2 flushed), can know better."""
+    finite = [c for c, t in timings.items() if math.isfinite(float(t))]
+    favourite = max(finite, key=lambda c: scores[key_of[c]])
+    best_key, favourite_key = key_of[best_choice], key_of[favourite]
+    if favourite_key == best_key or scores[favourite_key] - scores[best_key] <= gap:
+        return best_choice
+    log.debug("gemm-predictor: benchmark picked %s (%.3g), using the model's %s (%.3g)", best_key, scores[best_key],
+              favourite_key, scores[favourite_key])
+    return favourite
