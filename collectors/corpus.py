@@ -235,6 +235,20 @@ def build_corpus(seed: int = 0) -> pd.DataFrame:
     return _typed(df.reset_index(drop=True)[list(CORPUS_COLUMNS)])
 
 
+def build_token_corpus(seed: int = 0) -> pd.DataFrame:
+    """The token-mixing corpus (``collectors.corpus_tokens``), in the corpus_v1 columns and row order."""
+    from .corpus_tokens import TOKEN_FAMILIES
+
+    seen: set[str] = set()
+    rows: list[dict[str, Any]] = []
+    for family in TOKEN_FAMILIES:
+        _take(model_rows(family, seed), seen, rows)
+    df = pd.DataFrame(rows)
+    df["group"] = [problem_group(t, p) for t, p in zip(df["family_tag"], df["problem_id"])]
+    df = df.sort_values(["family_tag", "dtype", "op", "b", "m", "n", "k", "layout_a", "layout_b"], kind="stable")
+    return _typed(df.reset_index(drop=True)[list(CORPUS_COLUMNS)])
+
+
 def corpus_sha256(df: pd.DataFrame) -> str:
     """sha256 over the sorted problem ids: names the set of problems, whatever the row order."""
     ids = sorted(map(str, df["problem_id"]))
@@ -308,8 +322,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         df = build_quant_corpus()
     elif args.token_mixing:
-        from .corpus_tokens import build_token_corpus
-
         df = build_token_corpus(args.seed)
     else:
         df = build_corpus(args.seed)

@@ -1,4 +1,4 @@
-"""The token-mixing shape corpus: GEMMs that multiply across an image's tokens, whose widths are token counts.
+"""The token-mixing shape corpus's table: GEMMs that multiply across an image's tokens, whose widths are token counts.
 
 A corpus of its own (``datasets/corpus/token_mixing_v1.parquet``), not rows added to ``corpus_v1``: that file, its
 hash and every dataset labelled from it stay valid.
@@ -8,7 +8,8 @@ batch x channels (thousands to a hundred thousand), and its N or K is the token 
 fp16 rows are not 16-byte aligned. corpus_v1 holds almost no GEMM with that many rows and so short an unaligned
 side, and there cuBLAS's 2-byte-aligned kernels lose to Triton's templates by up to 1.7x (docs/FINDINGS.md,
 finding 73: mixer-b16's 24576 x 196 x 384). The GEMMs are laid out as ``F.linear`` runs them (forward B
-column-major, both backward GEMMs at the training batches), through ``collectors.corpus.model_rows``.
+column-major, both backward GEMMs at the training batches): ``collectors.corpus.build_token_corpus`` runs these
+families through ``model_rows``.
 
 Each family's token count doubles as ``m_div`` = 1 and its "tokens" are the GEMM's rows: batch x channels. No
 randomness beyond ``model_rows``' dtype draw (seeded by the family name).
@@ -16,15 +17,7 @@ randomness beyond ``model_rows``' dtype draw (seeded by the family name).
 
 from __future__ import annotations
 
-from typing import Any
-
-import pandas as pd
-
-from predictor.offline.split import problem_group
-
-from .corpus import model_rows
 from .corpus_families import Linear, ModelFamily
-from .corpus_rows import CORPUS_COLUMNS, _take, _typed
 
 TOKEN_CORPUS_VERSION = 1
 TRAIN_BATCHES = (8, 32)  # images per training step
@@ -68,15 +61,3 @@ TOKEN_FAMILIES: tuple[ModelFamily, ...] = (
     _mixing_family("mixer-odd577", "a token MLP over 336-pixel ViT-B/16's 577 tokens, 768 channels", 577, 768,
                    _token_mlp(577, 384)),
 )
-
-
-def build_token_corpus(seed: int = 0) -> pd.DataFrame:
-    """The token-mixing corpus, in the corpus_v1 columns and row order."""
-    seen: set[str] = set()
-    rows: list[dict[str, Any]] = []
-    for family in TOKEN_FAMILIES:
-        _take(model_rows(family, seed), seen, rows)
-    df = pd.DataFrame(rows)
-    df["group"] = [problem_group(t, p) for t, p in zip(df["family_tag"], df["problem_id"])]
-    df = df.sort_values(["family_tag", "dtype", "op", "b", "m", "n", "k", "layout_a", "layout_b"], kind="stable")
-    return _typed(df.reset_index(drop=True)[list(CORPUS_COLUMNS)])

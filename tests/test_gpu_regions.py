@@ -46,5 +46,5 @@ def test_token_mixing_gemms_are_ranked_by_the_region_model():
     assert stats["fallbacks"] == {}
     if find_model(device, region=SHORT_UNALIGNED) is None:
         assert stats["region_scored"] == 0  # no region model for this GPU: the main model ranks them
-    else:
-        assert stats["region_scored"] == 2  # fc1 (K = 196) and fc2 (N = 196)
+    else:  # fc2 (N = 196); fc1's K = 196 is padded to 200 (runtime.pad_k), which takes it out of the region
+        assert stats["region_scored"] == 1

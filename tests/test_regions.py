@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from collectors.corpus import load_corpus
-from collectors.corpus_tokens import TOKEN_FAMILIES, build_token_corpus
+from collectors.corpus import build_token_corpus, load_corpus
+from collectors.corpus_tokens import TOKEN_FAMILIES
 from predictor.artifacts import load_model, read_metadata
 from predictor.candidate import to_template_kwargs
 from predictor.device import DeviceInfo

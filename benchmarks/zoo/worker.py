@@ -347,9 +347,10 @@ def measure(record: dict[str, Any], zm: models.ZooModel, mode: modes.Mode, repea
         from predictor.runtime import installing
         from predictor.runtime.gemv import gemv_count
         from predictor.runtime.gemv_blocks import fixed_count
+        from predictor.runtime.pad_k import padded_k_count
         from predictor.runtime.patchify import patch_gemm_count
         record["hook_stats"] = {**predictor.stats(), "gemv_reductions": gemv_count(), **fixed_count(),
-                                "patch_gemms": patch_gemm_count()}
+                                "patch_gemms": patch_gemm_count(), "padded_k": padded_k_count()}
         if installing._STACK:  # which model and gap decided: the shipped default changes between releases
             pruner = installing._STACK[-1].pruner
             record["predictor_model"] = {"name": pruner.metadata.get("name"),

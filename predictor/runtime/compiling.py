@@ -14,6 +14,8 @@ What it sets, and why (the figures, with the commands that reproduce them: docs/
   that all tie there.
 - Patch-embedding convolutions over an RGB image (ViT and Swin stems) become the GEMM they are (``patchify``):
   cuDNN pads the 3 channels to 8 and runs them several times slower than the GEMM.
+- GEMMs whose short reduction is not a multiple of 8 (token mixing, patch-14 stems) multiply zero-padded operands
+  (``pad_k``): unpadded, cuBLAS and Triton run their unaligned kernels, up to 2.7x slower.
 - Other convolutions are lowered as plain ``torch.compile`` lowers them (``conv_lowering``): the hook cannot rank them.
   Grouped GEMMs (mixture-of-experts layers) get one Triton config per band of rows per expert, or aten
   (``grouped_mm``): ``max_autotune_gemm`` alone would benchmark ~40 configs each.
@@ -41,6 +43,7 @@ from .dynamic_hints import dynamic_kernel_hints
 from .gemv import gemv_as_reduction
 from . import gemv_blocks
 from .gemv_blocks import GemvKernel, choose_from_table
+from .pad_k import short_k_padded
 from .patchify import patchify_as_gemm
 from .grouped_mm import grouped_mm_decided
 from .policy import DECIDE_MIN_GAP
@@ -106,7 +109,7 @@ def _capture_aware_cudagraphify() -> Iterator[None]:
 
 def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
                       on_training_graph: Callable[[], None] | None = None, by_size_range: bool = False,
-                      patchify: bool = True) -> Any:
+                      patchify: bool = True, pad_k: bool = True) -> Any:
     """torch.compile's own Inductor backend object with ``options``, deciding CUDA graph trees per graph.
 
     A subclass of ``torch._TorchCompileInductorWrapper`` (what ``torch.compile`` builds for ``backend="inductor"``)
@@ -126,8 +129,8 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
             # codegen happen in compile_fx's inner compile, which runs for the backward later, at its first call,
             # outside this call: inner_compile carries their patches there (config_patches, compile_fx re-applies)
             ranges = size_ranges() if by_size_range else contextlib.nullcontext()
-            with gemv_as_reduction(), patchify_as_gemm(patchify), ranges, _capture_aware_cudagraphify(), \
-                    _without_autograd_cache(not patchify):
+            with gemv_as_reduction(), patchify_as_gemm(patchify), short_k_padded(pad_k), ranges, \
+                    _capture_aware_cudagraphify(), _without_autograd_cache(not (patchify and pad_k)):
                 return compile_fx(model_, inputs_, inner_compile=_inner_compile_as_decided(gemv_choice()),
                                   config_patches=patches)
 
@@ -136,7 +139,8 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
 
 def _without_autograd_cache(bypass: bool) -> contextlib.AbstractContextManager[Any]:
     """AOTAutograd's cache off for this compile when ``bypass``: its key does not cover Inductor's decomposition
-    tables, so a ``patchify=False`` compile would reuse the default's patch GEMMs (it neither reads nor writes)."""
+    tables, so a ``patchify=False`` (or ``pad_k=False``) compile would reuse the default's graph (it neither reads nor
+    writes)."""
     from torch._functorch import config as functorch_config
 
     return functorch_config.patch(enable_autograd_cache=False) if bypass else contextlib.nullcontext()
@@ -168,7 +172,7 @@ def gemv_choice() -> Callable[[GemvKernel], Any]:
 def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
             decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten", tune: int | None = None,
             options: dict[str, Any] | None = None, size_ranges: bool = False, patchify: bool = True,
-            **torch_compile_kwargs: Any) -> Any:
+            pad_k: bool = True, **torch_compile_kwargs: Any) -> Any:
     """``torch.compile(model)`` with gemm-predictor choosing every GEMM's kernel; compile time at plain's level.
 
     ``cudagraphs``: CUDA graph trees (``triton.cudagraphs``, what ``mode="reduce-overhead"`` turns on): ``True``
@@ -190,7 +194,9 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     such graphs run without CUDA graph trees). Off by default: in the H100 serving runs it lost to the default,
     which keeps cuBLAS at every symbolic M (docs/DYNAMIC.md).
     ``patchify``: patch-embedding convolutions over channels cuDNN must pad (an RGB image) run as the GEMM they
-    are, decided by the model (``runtime.patchify``); False keeps them on cuDNN.
+    are, decided by the model (``runtime.patchify``); False keeps them on cuDNN. ``pad_k``: fp16/bf16 GEMMs with a
+    short reduction not a multiple of 8 (token mixing, patch-14 stems) multiply zero-padded operands, so cuBLAS and
+    Triton run aligned kernels (``runtime.pad_k``); False multiplies them as they are.
     ``options``: extra Inductor options, applied over the recommended ones. Anything else goes to ``torch.compile``
     (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).
 
@@ -200,12 +206,12 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
         if refused in torch_compile_kwargs:
             raise ValueError(f"predictor.compile sets its own Inductor backend and options; pass options=..., "
                              f"not {refused}=")
-    for name, flag in (("size_ranges", size_ranges), ("patchify", patchify)):
+    for name, flag in (("size_ranges", size_ranges), ("patchify", patchify), ("pad_k", pad_k)):
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be True or False, got {flag!r}")
     merged, cudagraphs = prepare(cudagraphs, predictor_model, decide_gap, fallback, tune, options)
     return compile_without_hook(model, merged, cudagraphs, by_size_range=size_ranges, patchify=patchify,
-                                **torch_compile_kwargs)
+                                pad_k=pad_k, **torch_compile_kwargs)
 
 
 def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
@@ -228,7 +234,8 @@ def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | 
 
 
 def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool | str = True,
-                         by_size_range: bool = False, patchify: bool = True, **torch_compile_kwargs: Any) -> Any:
+                         by_size_range: bool = False, patchify: bool = True, pad_k: bool = True,
+                         **torch_compile_kwargs: Any) -> Any:
     """What ``predictor.compile`` compiles with, the hook aside: Inductor with ``options``, CUDA graph trees decided
     per graph, and the accumulated-gradient guard on a module. Whatever chooses the GEMMs is the caller's (the
     installed hook, or a lookup table in ``collectors/in_program/collect.py``)."""
@@ -242,7 +249,7 @@ def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool |
         if not guarded and isinstance(compiled, torch.nn.Module):
             guarded.append(compiled.register_forward_pre_hook(AccumulatedGradGuard()))
 
-    backend = _inductor_backend(options, cudagraphs, guard_gradients, by_size_range, patchify)
+    backend = _inductor_backend(options, cudagraphs, guard_gradients, by_size_range, patchify, pad_k)
     compiled = torch.compile(model, backend=backend, **torch_compile_kwargs)
     return compiled
 
