@@ -14,11 +14,12 @@ error and the run goes on.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
+import functools
 import sys
 from pathlib import Path
 from typing import Any
+
+from .compiled_cases import run_cases, time_compiled
 
 # (name, rows, K, N, dtype)
 CASES: list[tuple[str, int, int, int, str]] = [
@@ -36,10 +37,8 @@ CASES: list[tuple[str, int, int, int, str]] = [
 def time_case(case: tuple, rep: int = 200) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
-    import triton.testing
 
     import predictor
-    from predictor.runtime import installing
     from predictor.runtime.pad_k import padded_k_count
 
     name, m, k, n, dtype_name = case
@@ -60,16 +59,10 @@ def time_case(case: tuple, rep: int = 200) -> dict[str, Any]:
     before = padded_k_count()
     with torch.no_grad():
         reference = linear(x).float()
-        compiled = {"plain_us": torch.compile(linear), "padded_us": torch.compile(padded),
-                    "hook_us": predictor.compile(linear, cudagraphs=False)}
-        for key, fn in compiled.items():
-            out = fn(x)
-            record[key.replace("_us", "_max_err")] = float((out.float() - reference).abs().max())
-            record[key] = 1000.0 * triton.testing.do_bench_cudagraph(lambda: fn(x), rep=rep, return_mode="median")
+    compiled = {"plain_us": torch.compile(linear), "padded_us": torch.compile(padded),
+                "hook_us": predictor.compile(linear, cudagraphs=False)}
+    record.update(time_compiled(compiled, x, reference, rep))
     record["hook_padded"] = padded_k_count() - before
-    while installing._STACK:
-        predictor.uninstall()
-    torch._dynamo.reset()
     record["padded_speedup"] = record["plain_us"] / record["padded_us"]
     record["hook_speedup"] = record["plain_us"] / record["hook_us"]
     return record
@@ -80,25 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for results.json")
     args = parser.parse_args(argv)
     import torch
-    import triton
 
     if not torch.cuda.is_available():
         print("pad_k_bench: no CUDA device", file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "results.json"
-    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-            "python": platform.python_version()}
-    records: list[dict[str, Any]] = []
-    for case in CASES:
-        try:
-            record = time_case(case)
-        except Exception as error:  # noqa: BLE001 -- one failing case is recorded, the rest still run
-            record = {"case": case[0], "error": f"{type(error).__name__}: {error}"[:500]}
-        records.append(record)
-        path.write_text(json.dumps({**meta, "records": records}, indent=1))
-        print(" | ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()),
-              flush=True)
+    run_cases(args.out, [(case[0], functools.partial(time_case, case)) for case in CASES])
     return 0
 
 

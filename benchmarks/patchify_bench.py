@@ -15,12 +15,13 @@ error and the run goes on.
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import math
-import platform
 import sys
 from pathlib import Path
 from typing import Any
+
+from .compiled_cases import run_cases, time_compiled
 
 # (name, batch, channels, spatial sizes, outputs, kernel); channels_last: the input in channels-last memory
 CASES: list[tuple[str, int, int, tuple[int, ...], int, tuple[int, ...], bool]] = [
@@ -64,10 +65,8 @@ def _case_functions(case: tuple, dtype: Any) -> tuple[Any, Any, Any]:
 
 def time_case(case: tuple, dtype_name: str) -> dict[str, Any]:
     import torch
-    import triton.testing
 
     import predictor
-    from predictor.runtime import installing
 
     dtype = getattr(torch, dtype_name)
     record: dict[str, Any] = {"case": case[0], "batch": case[1], "channels": case[2], "sizes": list(case[3]),
@@ -76,15 +75,9 @@ def time_case(case: tuple, dtype_name: str) -> dict[str, Any]:
     x, by_conv, by_gemm = _case_functions(case, dtype)
     with torch.no_grad():
         reference = by_conv(x).float()
-        compiled = {"conv_us": torch.compile(by_conv), "gemm_us": torch.compile(by_gemm),
-                    "hook_us": predictor.compile(by_conv, cudagraphs=False)}
-        for key, fn in compiled.items():
-            out = fn(x)
-            record[key.replace("_us", "_max_err")] = float((out.float() - reference).abs().max())
-            record[key] = 1000.0 * triton.testing.do_bench_cudagraph(lambda: fn(x), rep=100, return_mode="median")
-    while installing._STACK:
-        predictor.uninstall()
-    torch._dynamo.reset()
+    compiled = {"conv_us": torch.compile(by_conv), "gemm_us": torch.compile(by_gemm),
+                "hook_us": predictor.compile(by_conv, cudagraphs=False)}
+    record.update(time_compiled(compiled, x, reference, rep=100))
     record["gemm_speedup"] = record["conv_us"] / record["gemm_us"]
     record["hook_speedup"] = record["conv_us"] / record["hook_us"]
     return record
@@ -97,7 +90,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default="", help="comma-separated case numbers (0-based; default: all)")
     args = parser.parse_args(argv)
     import torch
-    import triton
 
     if not torch.cuda.is_available():
         print("patchify_bench: no CUDA device", file=sys.stderr)
@@ -108,22 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown:
         parser.error(f"unknown dtype(s) {unknown}; expected some of {DTYPES}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "results.json"
-    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-            "python": platform.python_version(), "allow_tf32": True}
-    records: list[dict[str, Any]] = []
     chosen = [CASES[int(i)] for i in args.cases.split(",") if i.strip()] if args.cases else CASES
-    for case in chosen:
-        for dtype in dtypes:
-            try:
-                record = time_case(case, dtype)
-            except Exception as error:  # noqa: BLE001 -- one failing case is recorded, the rest still run
-                record = {"case": case[0], "dtype": dtype, "error": f"{type(error).__name__}: {error}"[:500]}
-            records.append(record)
-            path.write_text(json.dumps({**meta, "records": records}, indent=1))  # resumable reading: every case
-            print(" | ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()),
-                  flush=True)
+    run_cases(args.out, [(f"{case[0]}, {dtype}", functools.partial(time_case, case, dtype))
+                         for case in chosen for dtype in dtypes], {"allow_tf32": True})
     return 0
 
 
