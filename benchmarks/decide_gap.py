@@ -22,6 +22,7 @@ import pandas as pd
 
 from predictor.artifacts import load_model
 from predictor.device import DeviceInfo
+from predictor.offline.metrics import decided_fraction, decision_sides
 from predictor.offline.split import in_groups, recorded_test_groups
 from predictor.runtime.policy import DECIDE_MIN_GAP
 from predictor.schema import read_dataset
@@ -29,31 +30,12 @@ from predictor.schema import read_dataset
 THRESHOLDS = (-4.0, -3.0, -2.5, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, float("inf"))
 
 
-def per_problem(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per problem with both sides: the model's favourite non-aten candidate (``family``, ``score``,
-    ``time_us``), the best-scored aten one (``*_aten``), the score gap between them (what ``decide_one`` compares
-    with ``min_gap``; negative when the model prefers cuBLAS) and the true times involved."""
-    rows = rows.assign(aten=rows.family == "aten")
-    best = rows.groupby("problem_id").time_us.min().rename("best_us")
-    other = rows[~rows.aten]
-    other = other.loc[other.groupby("problem_id").score.idxmax(), ["problem_id", "family", "score", "time_us", "dtype",
-                                                                  "op", "layout_b"]]
-    aten = rows[rows.aten]
-    aten = aten.loc[aten.groupby("problem_id").score.idxmax(), ["problem_id", "score", "time_us"]]
-    m = rows.groupby("problem_id").m.first()
-    out = other.merge(aten, on="problem_id", suffixes=("", "_aten")).merge(best, on="problem_id").merge(m, on="problem_id")
-    out["gap"] = out.score - out.score_aten
-    out["aten_over_fav"] = out.time_us_aten / out.time_us
-    return out
-
-
 def table(p: pd.DataFrame) -> pd.DataFrame:
     """Per threshold: the policy takes the favourite non-aten candidate when ``gap >= threshold``, else cuBLAS."""
     lines = []
     for th in THRESHOLDS:
         picked = p[p.gap >= th]
-        chosen_us = np.where(p.gap >= th, p.time_us, p.time_us_aten)
-        frac = p.best_us / chosen_us
+        frac = decided_fraction(p, th)
         lines.append({"gap >=": th, "triton picks": len(picked),
                       "picks > 3% slower than cuBLAS": round(float((picked.aten_over_fav < 0.97).mean()), 3)
                       if len(picked) else float("nan"),
@@ -110,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = read_dataset(args.dataset)
     rows = rows[in_groups(rows, groups) & (rows.status == "ok")].reset_index(drop=True)
     rows["score"] = ranker.score(rows, DeviceInfo.from_metadata(meta))
-    p = per_problem(rows)
+    p = decision_sides(rows)
     if m_range is not None:
         p = p[p.m.between(*m_range)]
         if p.empty:

@@ -31,11 +31,10 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from predictor.offline.split import problem_group
 from predictor.schema import DatasetError, read_parquet, write_parquet
 
 # row building and the table of model families are re-exported here for callers of this module
-from .corpus_rows import (CORPUS_COLUMNS, MAX_MNKB, MAX_OPERAND_BYTES, _row, _take,  # noqa: F401
+from .corpus_rows import (CORPUS_COLUMNS, MAX_MNKB, MAX_OPERAND_BYTES, _row, _take, corpus_frame,  # noqa: F401
                           _typed, alignment, int_mm_ok, within_budget)
 from .corpus_families import MODEL_FAMILIES, MODEL_KINDS, MSWEEP_M, MSWEEPS, Attention, Linear, ModelFamily  # noqa: F401
 
@@ -229,10 +228,7 @@ def build_corpus(seed: int = 0) -> pd.DataFrame:
     counts["unaligned"] = _take(unaligned_rows(_rng(seed, "unaligned")), seen, rows, N_UNALIGNED)
     counts["random"] = _take(random_rows(_rng(seed, "random")), seen, rows, N_RANDOM)
     log.info("corpus seed %d: %s", seed, ", ".join(f"{k} {v}" for k, v in counts.items()))
-    df = pd.DataFrame(rows)
-    df["group"] = [problem_group(t, p) for t, p in zip(df["family_tag"], df["problem_id"])]
-    df = df.sort_values(["family_tag", "dtype", "op", "b", "m", "n", "k", "layout_a", "layout_b"], kind="stable")
-    return _typed(df.reset_index(drop=True)[list(CORPUS_COLUMNS)])
+    return corpus_frame(rows)
 
 
 def build_token_corpus(seed: int = 0) -> pd.DataFrame:
@@ -243,10 +239,7 @@ def build_token_corpus(seed: int = 0) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for family in TOKEN_FAMILIES:
         _take(model_rows(family, seed), seen, rows)
-    df = pd.DataFrame(rows)
-    df["group"] = [problem_group(t, p) for t, p in zip(df["family_tag"], df["problem_id"])]
-    df = df.sort_values(["family_tag", "dtype", "op", "b", "m", "n", "k", "layout_a", "layout_b"], kind="stable")
-    return _typed(df.reset_index(drop=True)[list(CORPUS_COLUMNS)])
+    return corpus_frame(rows)
 
 
 def corpus_sha256(df: pd.DataFrame) -> str:

@@ -22,10 +22,9 @@ from typing import Any
 
 import pandas as pd
 
-from predictor.offline.split import problem_group
 from predictor.problem import SCALED_OPS
 
-from .corpus_rows import CORPUS_COLUMNS, _row, _take, _typed, int_mm_ok
+from .corpus_rows import _row, _take, corpus_frame, int_mm_ok
 from .corpus_families import MODEL_FAMILIES, ModelFamily
 
 QUANT_CORPUS_VERSION = 1
@@ -66,7 +65,4 @@ def build_quant_corpus() -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for family in quant_families():
         _take(quant_rows(family), seen, rows)
-    df = pd.DataFrame(rows)
-    df["group"] = [problem_group(t, p) for t, p in zip(df["family_tag"], df["problem_id"])]
-    df = df.sort_values(["family_tag", "dtype", "op", "b", "m", "n", "k", "layout_a", "layout_b"], kind="stable")
-    return _typed(df.reset_index(drop=True)[list(CORPUS_COLUMNS)])
+    return corpus_frame(rows)

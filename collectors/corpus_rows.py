@@ -82,3 +82,14 @@ def _take(rows: Iterable[dict[str, Any] | None], seen: set[str], out: list[dict[
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
     types = {c: ("int64" if c in ("b", "m", "n", "k", "align") else "string") for c in CORPUS_COLUMNS}
     return df.astype(types)
+
+
+def corpus_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """A corpus as a table: ``rows`` (``_row``'s, deduplicated) with each problem's group, in the corpus columns
+    and row order (by family tag, dtype, op, sizes, layouts), typed. Every corpus builder ends here."""
+    from predictor.offline.split import problem_group
+
+    df = pd.DataFrame(rows)
+    df["group"] = [problem_group(t, p) for t, p in zip(df["family_tag"], df["problem_id"])]
+    df = df.sort_values(["family_tag", "dtype", "op", "b", "m", "n", "k", "layout_a", "layout_b"], kind="stable")
+    return _typed(df.reset_index(drop=True)[list(CORPUS_COLUMNS)])

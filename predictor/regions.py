@@ -10,46 +10,50 @@ cuBLAS runs its 2-byte-aligned kernels, and which kernel wins there is another q
   (``datasets/nvidia-h100/TOKEN_MIXING.md``).
 
 Shared by training (``gemm-predictor train --region``) and the hook, which scores a region's GEMMs with the region's
-model where one ships for the GPU. Plain arithmetic on scalars or numpy arrays: no pandas, no torch.
+model where one ships for the GPU. No pandas, no torch, no numpy at import.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 SHORT_UNALIGNED = "short-unaligned"
 REGIONS = (SHORT_UNALIGNED,)
+ALIGN = 8  # elements: 16 bytes of fp16/bf16
 SHORT_SIDE = 1024  # the longest N or K counted as short
 MIN_MNK = 2**27  # smaller GEMMs take a few microseconds whichever kernel runs them
+OPS = ("mm", "addmm")
+DTYPES = ("float16", "bfloat16")
+BOUNDS = (ALIGN, SHORT_SIDE, MIN_MNK, OPS, DTYPES)  # what decides membership (the hook's cache key carries it)
 
 
-def short_unaligned(op: Any, dtype: Any, m: Any, n: Any, k: Any) -> Any:
-    """Whether each GEMM is in the ``short-unaligned`` region: a bool for scalars, a bool array for arrays."""
-    op, dtype = np.asarray(op, dtype=object), np.asarray(dtype, dtype=object)
-    m, n, k = (np.asarray(v, dtype=np.int64) for v in (m, n, k))
-    kind = np.isin(op, ("mm", "addmm")) & np.isin(dtype, ("float16", "bfloat16"))
-    short = ((n % 8 != 0) & (n <= SHORT_SIDE)) | ((k % 8 != 0) & (k <= SHORT_SIDE))
-    inside = kind & short & (m.astype(np.float64) * n * k >= MIN_MNK)
-    return bool(inside) if inside.ndim == 0 else inside
+def short_unaligned_side(size: Any) -> Any:
+    """Whether a GEMM side (an int, or a numpy array of them) is short and not a multiple of ``ALIGN``."""
+    return (size % ALIGN != 0) & (size <= SHORT_SIDE)
+
+
+def short_unaligned(op: str, dtype: str, m: int, n: int, k: int) -> bool:
+    """Whether one GEMM is in the ``short-unaligned`` region (plain Python: the hook asks for every GEMM)."""
+    return (op in OPS and dtype in DTYPES and bool(short_unaligned_side(n) or short_unaligned_side(k))
+            and m * n * k >= MIN_MNK)
+
+
+def region_of(problem: Any) -> str | None:
+    """The region ``problem`` (a ``Problem``) lies in, or None."""
+    return SHORT_UNALIGNED if short_unaligned(problem.op, problem.dtype, problem.m, problem.n, problem.k) else None
 
 
 def in_region(region: str, problem: Any) -> bool:
     """Whether ``problem`` (a ``Problem``) lies in ``region``."""
-    if region != SHORT_UNALIGNED:
-        raise ValueError(f"unknown region {region!r}; known: {', '.join(REGIONS)}")
-    return short_unaligned(problem.op, problem.dtype, problem.m, problem.n, problem.k)
-
-
-def region_of(problem: Any) -> str | None:
-    """The region ``problem`` lies in, or None."""
-    return next((r for r in REGIONS if in_region(r, problem)), None)
-
-
-def rows_in_region(region: str, rows: Any) -> np.ndarray:
-    """Bool mask of a dataset's rows (a DataFrame with op, dtype, m, n, k) that lie in ``region``."""
     if region not in REGIONS:
         raise ValueError(f"unknown region {region!r}; known: {', '.join(REGIONS)}")
-    return short_unaligned(rows["op"].astype(str).to_numpy(), rows["dtype"].astype(str).to_numpy(),
-                           rows["m"].to_numpy(), rows["n"].to_numpy(), rows["k"].to_numpy())
+    return region_of(problem) == region
+
+
+def rows_in_region(region: str, rows: Any) -> Any:
+    """Bool mask (numpy) of a dataset's rows (a DataFrame with op, dtype, m, n, k) that lie in ``region``."""
+    if region not in REGIONS:
+        raise ValueError(f"unknown region {region!r}; known: {', '.join(REGIONS)}")
+    m, n, k = (rows[c].to_numpy(dtype="int64") for c in ("m", "n", "k"))
+    kind = (rows["op"].astype(str).isin(OPS) & rows["dtype"].astype(str).isin(DTYPES)).to_numpy()
+    return kind & (short_unaligned_side(n) | short_unaligned_side(k)) & (m.astype(float) * n * k >= MIN_MNK)

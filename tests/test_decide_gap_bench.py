@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from benchmarks import decide_gap
+from predictor.offline.metrics import decision_sides
 
 
 def _rows() -> pd.DataFrame:
@@ -25,7 +26,7 @@ def _rows() -> pd.DataFrame:
 
 
 def test_the_policy_takes_the_favourite_only_where_it_leads_by_the_threshold():
-    p = decide_gap.per_problem(_rows()).set_index("problem_id")
+    p = decision_sides(_rows()).set_index("problem_id")
     assert p.loc[1, "gap"] == 1.0 and p.loc[2, "gap"] == -1.0 and list(p.m) == [4, 64]
     t = decide_gap.table(p.reset_index()).set_index("gap >=")
     assert t.loc[0.0, "triton picks"] == 1 and math.isclose(t.loc[0.0, "policy oracle"], 1.0)

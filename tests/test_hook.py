@@ -1090,7 +1090,7 @@ def test_float32_gemms_take_triton_only_where_the_model_favours_it():
 def test_the_float32_floor_keeps_cublas_where_the_labels_say_triton_trails_it():
     """On the shipped H200 labels' held-out fp32 problems the floor lifts the decide policy's oracle (gap -2.5 picks
     Triton favourites that trail cuBLAS in score and run slower than it)."""
-    from benchmarks.decide_gap import per_problem
+    from predictor.offline.metrics import decision_sides
     from predictor.artifacts import load_model
     from predictor.device import DeviceInfo
     from predictor.offline.split import in_groups, recorded_test_groups
@@ -1103,7 +1103,7 @@ def test_the_float32_floor_keeps_cublas_where_the_labels_say_triton_trails_it():
     rows = rows[(rows.dtype == "float32") & in_groups(rows, recorded_test_groups(meta)) & (rows.status == "ok")]
     rows = rows.reset_index(drop=True)
     rows["score"] = ranker.score(rows, DeviceInfo.from_metadata(meta))
-    p = per_problem(rows)
+    p = decision_sides(rows)
 
     def oracle(gap: float) -> float:
         return float(np.exp(np.log(p.best_us / np.where(p.gap >= gap, p.time_us, p.time_us_aten)).mean()))

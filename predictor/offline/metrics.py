@@ -319,3 +319,30 @@ def evaluate(rows: pd.DataFrame, rankers: Mapping[str, Any], device: DeviceInfo,
 def evaluate_rankers(rows: pd.DataFrame, rankers: Mapping[str, Any], device: DeviceInfo, ks: Iterable[int] = KS) -> pd.DataFrame:
     """Tidy metrics: one row per (ranker, k, slice_kind, slice) with oracle, p5, hit, n (and failed)."""
     return evaluate(rows, rankers, device, ks).metrics
+
+
+def decision_sides(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per problem of scored rows (a ``score`` column, ok rows) with both sides of the decide policy: the
+    model's favourite non-aten candidate (``family``, ``score``, ``time_us``), the best-scored aten one
+    (``*_aten``), the score gap between them (what ``policy.decide_one`` compares with its gap; negative when the
+    model prefers cuBLAS), the best time (``best_us``) and ``aten_over_fav``. Problems without both sides are
+    left out."""
+    rows = rows.assign(aten=rows.family == "aten")
+    best = rows.groupby("problem_id").time_us.min().rename("best_us")
+    other = rows[~rows.aten]
+    other = other.loc[other.groupby("problem_id").score.idxmax(), ["problem_id", "family", "score", "time_us", "dtype",
+                                                                  "op", "layout_b"]]
+    aten = rows[rows.aten]
+    aten = aten.loc[aten.groupby("problem_id").score.idxmax(), ["problem_id", "score", "time_us"]]
+    m = rows.groupby("problem_id").m.first()
+    out = (other.merge(aten, on="problem_id", suffixes=("", "_aten")).merge(best, on="problem_id")
+           .merge(m, on="problem_id"))
+    out["gap"] = out.score - out.score_aten
+    out["aten_over_fav"] = out.time_us_aten / out.time_us
+    return out
+
+
+def decided_fraction(sides: pd.DataFrame, gap: float) -> pd.Series:
+    """Per problem of ``decision_sides``: best time / time of the kernel the decide policy keeps at ``gap`` (the
+    favourite non-aten candidate where it leads the best aten one by at least ``gap``, else that aten one)."""
+    return sides["best_us"] / np.where(sides["gap"] >= gap, sides["time_us"], sides["time_us_aten"])

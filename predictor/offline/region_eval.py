@@ -7,8 +7,8 @@ Each problem group of the region (``family_tag``'s model, or a random block) is 
 (``lgbm_rank``, the shipped hyper-parameters) is fitted on the region's rows of every other group and decides the
 held-out group's problems. The main model decides them too; it was fitted on every problem of the first dataset
 (the corpus), so only the groups of the other datasets are unseen by it; the table says which groups are which.
-Per problem: the best time / the time of the kernel ``policy.decide_one`` takes at each gap (the policy oracle),
-and cuBLAS alone; geometric means per group kind.
+Per problem: the best time / the time of the kernel the decide policy keeps at each gap (the policy oracle,
+``metrics.decided_fraction``), and cuBLAS alone; geometric means per group kind.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from ..artifacts import load_model
 from ..device import DeviceInfo
 from ..rankers import make_ranker
 from ..regions import rows_in_region
-from ..runtime.policy import decide_one
+from ..schema import read_dataset
+from .metrics import decided_fraction, decision_sides
 from .split import groups_of
 from .train import load_training_rows
 
@@ -31,19 +32,13 @@ GAPS = (-2.5, -1.0, 0.0, 1.0)
 
 
 def decisions(ranker, device: DeviceInfo, rows: pd.DataFrame, gaps: Sequence[float] = GAPS) -> pd.DataFrame:
-    """Per problem of ``rows`` (ok rows): best time / time of the decided kernel at each gap, and cuBLAS alone."""
-    out = []
-    for pid, g in rows[rows["status"] == "ok"].groupby("problem_id", sort=True):
-        g = g.reset_index(drop=True)
-        scores = np.asarray(ranker.score(g, device), dtype=float)
-        aten = (g["family"].astype(str) == "aten").to_numpy()
-        times = g["time_us"].to_numpy(dtype=float)
-        if not aten.any():
-            continue
-        record = {"problem_id": pid, "cublas": times.min() / times[aten].min()}
-        record.update({f"gap {gap:g}": times.min() / times[decide_one(scores, aten, True, gap)] for gap in gaps})
-        out.append(record)
-    return pd.DataFrame(out)
+    """Per problem of ``rows`` (ok rows, indexed by ``problem_id``): the policy oracle at each gap (``gap g``:
+    ``metrics.decided_fraction``) and cuBLAS alone (``cublas``)."""
+    ok = rows[rows["status"] == "ok"]
+    sides = decision_sides(ok.assign(score=np.asarray(ranker.score(ok, device), dtype=float))).set_index("problem_id")
+    out = pd.DataFrame({f"gap {gap:g}": decided_fraction(sides, gap) for gap in gaps}, index=sides.index)
+    aten_best = ok[ok["family"].astype(str) == "aten"].groupby("problem_id")["time_us"].min()
+    return out.assign(cublas=sides["best_us"] / aten_best.reindex(sides.index))
 
 
 def evaluate(main_model: str | Path, datasets: Sequence[str | Path], region: str) -> pd.DataFrame:
@@ -53,14 +48,14 @@ def evaluate(main_model: str | Path, datasets: Sequence[str | Path], region: str
     device = DeviceInfo.from_metadata(meta)
     rows, _, _ = load_training_rows([Path(d) for d in datasets])
     rows = rows[rows_in_region(region, rows)].reset_index(drop=True)
-    seen_ids = set(load_training_rows(Path(datasets[0]))[0]["problem_id"])
+    seen_ids = set(read_dataset(datasets[0])["problem_id"])
     rows["group"] = groups_of(rows).to_numpy()
     held = []
     for group in sorted(rows["group"].unique()):
         test = rows[rows["group"] == group]
         fitted = make_ranker("lgbm_rank", seed=0).fit(rows[rows["group"] != group].drop(columns="group"), device)
-        by_main = decisions(main, device, test).set_index("problem_id").add_prefix("main ")
-        by_region = decisions(fitted, device, test).set_index("problem_id").add_prefix("region ")
+        by_main = decisions(main, device, test).add_prefix("main ")
+        by_region = decisions(fitted, device, test).add_prefix("region ")
         both = by_main.join(by_region.drop(columns="region cublas")).rename(columns={"main cublas": "cublas"})
         held.append(both.assign(group=group))
     out = pd.concat(held).reset_index()

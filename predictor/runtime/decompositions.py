@@ -1,5 +1,6 @@
 """What a compile's traced graph owes to this package: the decompositions ``predictor.compile`` adds (GEMVs as
-reductions, ``gemv``; patch embeddings as GEMMs, ``patchify``; short reductions padded, ``pad_k``), as a digest of their source for cache keys.
+reductions, ``gemv``; patch embeddings as GEMMs, ``patchify``; short reductions padded, ``pad_k``), as a digest of
+their source for cache keys.
 
 Why: AOTAutograd's cache key hashes torch's source and Inductor's config but not this package's code, so a graph
 traced under an older rule would be reused after an upgrade; the hook puts this digest into its cache key.

@@ -409,9 +409,9 @@ class GemmPruner:
 
         is_aten = [c.family == "aten" for c in cands]
         if deciding:
-            by_region = model_for(self.region_models, problem) is not None
+            region = model_for(self.region_models, problem)
             chosen = decide_one(scores, is_aten, self.may_pick_triton(problem, kernel_inputs),
-                                decide_gap_for(problem, s.decide_gap, by_region))
+                                decide_gap_for(problem, s.decide_gap, region.region if region else None))
             log.debug("gemm-predictor: %s (%s): decided %s of %d", op_name, problem, cands[chosen].key, len(cands))
             if self.decision_observer is not None:
                 try:  # observing must never break a compile

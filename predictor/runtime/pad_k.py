@@ -8,9 +8,10 @@ an H100 (``python -m benchmarks.pad_k_bench``, plain ``torch.compile``, the pad 
 (24576 x 1536 x 197 bf16) was even. Inductor's own ``pad_mm`` pass benchmarks this at compile time and left every
 one of them unpadded; ``comprehensive_padding`` pads only strides above 1024 elements, and never a weight's.
 
-Which GEMMs (``padded_k``): 2-D ``mm``/``addmm`` on CUDA in fp16/bf16 with static sizes, K not a multiple of 8 and
-at most 1024 (the short reductions of token mixing and of patch-14 stems' K = 588), at least 2**27 multiply-adds
-(smaller ones take a few microseconds either way), more than one row (one-row GEMMs are GEMVs, ``runtime.gemv``).
+Which GEMMs (``padded_k``): 2-D ``mm``/``addmm`` on CUDA in fp16/bf16 with static sizes, K a short unaligned side
+(``predictor.regions``: not a multiple of 8, at most 1024: token mixing, patch-14 stems' K = 588), at least 2**27
+multiply-adds (smaller ones take a few microseconds either way), more than one row (one-row GEMMs are GEMVs,
+``runtime.gemv``).
 The pad of an operand computed in the graph fuses into the kernel that produces it; a weight's is a copy of the
 weight per call (N x K elements).
 """
@@ -21,11 +22,10 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from ..regions import ALIGN, MIN_MNK, short_unaligned_side
+from .gemv import static_int
 from .table_patch import added_entries, decomposition_tables
 
-ALIGN = 8  # elements: 16 bytes of fp16/bf16
-MAX_K = 1024
-MIN_MNK = 2**27
 DEVICES = ("cuda",)  # where it was measured (the CPU tests add "cpu")
 DTYPES = ("float16", "bfloat16")
 
@@ -36,11 +36,10 @@ def padded_k(a: Any, b: Any) -> int | None:
         return None
     if str(a.dtype).removeprefix("torch.") not in DTYPES or b.dtype != a.dtype:
         return None
-    sizes = (*a.shape, b.shape[1])
-    if not all(isinstance(s, int) for s in sizes):  # a SymInt: the size is not known until run time
+    m, k, n = (static_int(size) for size in (*a.shape, b.shape[1]))
+    if m is None or k is None or n is None:  # a symbolic size: not known until run time
         return None
-    m, k, n = sizes
-    if k % ALIGN == 0 or k > MAX_K or m <= 1 or m * n * k < MIN_MNK:
+    if not short_unaligned_side(k) or m <= 1 or m * n * k < MIN_MNK:
         return None
     return k + ALIGN - k % ALIGN
 

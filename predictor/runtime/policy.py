@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..problem import SCALED_OPS
-from ..regions import MIN_MNK, SHORT_SIDE, SHORT_UNALIGNED, in_region
+from ..regions import BOUNDS, SHORT_UNALIGNED
 
 log = logging.getLogger(__name__)
 
@@ -57,22 +57,22 @@ SMALL_M_LONG_K_GAP = 2.0
 # gap 0. Policy oracle, gap -2.5 against 0.0, region model with each token-mixing family held out: 0.947 / 0.976
 # (datasets/nvidia-h100/TOKEN_MIXING.md). Where no region model ships the main model keeps the gap: at 0.0 it put
 # MLP-Mixer-B/16's 196-wide token GEMMs back on cuBLAS (29 against 17 us each in the step, H100).
-SHORT_UNALIGNED_GAP = 0.0
+REGION_GAPS = {SHORT_UNALIGNED: 0.0}
 
 # what decide_gap_for floors (part of the hook's cache key: graphs decided under other floors are not reused)
 GAP_FLOORS = {"quantized": 0.0, "float32_mm": FLOAT32_GAP, "small_m_long_k": [*SMALL_M_LONG_K, SMALL_M_LONG_K_GAP],
-              "short_unaligned": [SHORT_SIDE, MIN_MNK, SHORT_UNALIGNED_GAP]}
+              "regions": [REGION_GAPS, repr(BOUNDS)]}
 
 
-def decide_gap_for(problem: Any, gap: float, region_model: bool = False) -> float:
+def decide_gap_for(problem: Any, gap: float, region: str | None = None) -> float:
     """The decide gap for ``problem`` (a ``Problem``): ``gap``, floored at 0.0 for the quantized ops
-    (QUANTIZED_OPS, no in-program evidence there), at FLOAT32_GAP for a float32 mm/addmm, at SHORT_UNALIGNED_GAP
-    where the short-unaligned region's model ranks it (``region_model``) and at SMALL_M_LONG_K_GAP for few rows
-    with a long K (SMALL_M_LONG_K)."""
+    (QUANTIZED_OPS, no in-program evidence there), at FLOAT32_GAP for a float32 mm/addmm, at REGION_GAPS[region]
+    where a region's model ranks it (``region``, ``predictor.regions``) and at SMALL_M_LONG_K_GAP for few rows with
+    a long K (SMALL_M_LONG_K)."""
     if problem.op in QUANTIZED_OPS:
         return max(gap, 0.0)
-    if region_model and in_region(SHORT_UNALIGNED, problem):
-        gap = max(gap, SHORT_UNALIGNED_GAP)
+    if region is not None:
+        gap = max(gap, REGION_GAPS[region])
     if problem.dtype == "float32" and problem.op != "bmm":
         gap = max(gap, FLOAT32_GAP)
     largest_m, k_above = SMALL_M_LONG_K

@@ -19,6 +19,7 @@ from .discovery import find_model
 
 @dataclass(frozen=True)
 class RegionModel:
+    region: str  # a name of predictor.regions.REGIONS
     ranker: Any
     metadata: dict[str, Any]
     device: DeviceInfo  # the GPU it was trained for: its features are computed with this device's peaks
@@ -41,13 +42,10 @@ def load_region_models(device: DeviceInfo, space: str, allow_similar: bool,
             warn(f"region_model:{region}", f"{folder}: cannot load ({type(exc).__name__}: {exc}); the main model "
                  f"ranks the {region} GEMMs")
             continue
-        found[region] = RegionModel(ranker, metadata, DeviceInfo.from_metadata(metadata), folder)
+        found[region] = RegionModel(region, ranker, metadata, DeviceInfo.from_metadata(metadata), folder)
     return found
 
 
 def model_for(models: dict[str, RegionModel], problem: Any) -> RegionModel | None:
     """The region model that ranks ``problem``, or None (the main model ranks it)."""
-    if not models:
-        return None
-    region = region_of(problem)
-    return models.get(region) if region is not None else None
+    return models.get(region_of(problem)) if models else None
