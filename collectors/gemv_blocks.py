@@ -2,8 +2,9 @@
 
     python -m collectors.gemv_blocks --out datasets/nvidia-h100/gemv_blocks.parquet
 
-Per problem (one-row GEMMs of real decoders, ``corpus()``, K > 1024, where Inductor's reduction is not persistent),
-in the forms Inductor generates inside a decoder (``form``):
+Per problem (one-row GEMMs of real decoders, ``corpus()``: K > 1024, where Inductor reduces in a loop, and the
+GEMVs of small decoders with K <= 1024, which Inductor reduces in one persistent block, ``short_corpus()``), in the
+forms Inductor generates inside a decoder (``form``):
 
 - ``plain``: ``x @ w`` (the attention output projection);
 - ``silu_mul``: ``(silu(g) * u) @ w``, SiLU-and-multiply fused ahead of the GEMV (the MLP's down projection);
@@ -22,8 +23,8 @@ flushed before every launch (``collectors.timing``; median and IQR of ``--reps``
 - ``aten/plain``: the function under plain ``torch.compile`` (cuBLAS's GEMV and, for a pair, one pointwise kernel);
 - ``gemv/reduction``: the reduction form (``predictor.runtime.gemv``) under Inductor's default reduction blocks;
 - ``gemv/X{XBLOCK}_R{R0_BLOCK}_w{num_warps}``: the reduction form with each block config of
-  ``predictor.runtime.gemv_blocks.GRID`` that fits: one kernel compiled with every config, each config's launcher
-  run on the kernel's own arguments.
+  ``predictor.runtime.gemv_blocks.GRID`` that fits (for a persistent K, ``PERSISTENT_GRID``: ``R0`` names the whole
+  K in one block): one kernel compiled with every config, each config's launcher run on the kernel's own arguments.
 
 Outputs are checked against the fp32 function (``rel_err``; a fused pair's block configs write the gate and up
 products, not the final output: not checked there, the same kernel source as ``gemv/reduction``). With work fused
@@ -94,6 +95,42 @@ def corpus() -> list[dict[str, Any]]:
             add("pair", gate_up[0], hidden)
             add("norm_pair", gate_up[0], hidden)
             add("add_norm_pair", gate_up[0], hidden)
+    return rows + short_corpus()
+
+
+# Small decoders whose hidden width is at most 1024: their GEMVs reduce K in one persistent block. Per model: dtype,
+# the projections read after the norm (q or fused qkv, k/v where separate, the vocabulary head), every other
+# projection with such a K, and the gate-up width where a SiLU gate pairs two GEMVs (None: GELU, no gate).
+_SHORT_MODELS: dict[str, tuple[str, list[tuple[int, int]], list[tuple[int, int]], int | None]] = {
+    "qwen2.5-0.5b": ("bfloat16", [(896, 896), (128, 896), (151936, 896)], [(4864, 896)], 4864),
+    "smollm2-135m": ("bfloat16", [(576, 576), (192, 576), (49152, 576)], [(1536, 576)], 1536),
+    "gpt2": ("float16", [(2304, 768), (50257, 768)], [(768, 768), (3072, 768)], None),
+    "opt-350m": ("float16", [(1024, 1024), (50272, 512)], [(4096, 1024)], None),
+    "pythia-410m": ("float16", [(3072, 1024), (50304, 1024)], [(1024, 1024), (4096, 1024)], None),
+}
+
+
+def short_corpus() -> list[dict[str, Any]]:
+    """The GEMVs with K < ``MIN_K`` (one persistent block: rows per program and warps are the choice), column-major
+    weights: every projection plain, the ones after the norm also after it (with and without the residual add),
+    and the gate-up pair in its three forms where the model has one."""
+    rows = []
+    for group, (dtype, after_norm, others, gate_up) in _SHORT_MODELS.items():
+        base = {"op": "mm", "b": 1, "m": 1, "dtype": dtype, "out_dtype": dtype, "layout_a": "row",
+                "layout_b": "col", "family_tag": f"gemv:{group}"}
+
+        def add(form: str, n: int, k: int) -> None:
+            rows.append({**base, "n": n, "k": k, "form": form, "weights": FORMS[form][1]})
+        for n, k in [*after_norm, *others]:
+            add("plain", n, k)
+        for n, k in after_norm:
+            add("norm", n, k)
+            add("add_norm", n, k)
+        if gate_up:
+            hidden = after_norm[0][1]
+            for form in ("pair", "norm_pair", "add_norm_pair"):
+                add(form, gate_up, hidden)
+    assert all(r["k"] < MIN_K for r in rows)
     return rows
 
 
@@ -149,20 +186,27 @@ def _captured_launchers(sink: list[tuple[list[Any], tuple[Any, ...], dict[str, A
         CachingAutotuner.benchmark_all_configs = original
 
 
+def _launcher_name(launcher: Any) -> str:
+    """The config name of a compiled launcher (a persistent kernel's configs carry no R0_BLOCK: named R0)."""
+    from predictor.runtime.gemv_blocks import config_name
+
+    return config_name({"R0_BLOCK": 0, **launcher.config.kwargs, "num_warps": launcher.config.num_warps})
+
+
 def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
     """The rows of one problem (one per candidate)."""
     import torch
 
     from collectors.timing import time_round_robin
     from predictor.runtime.gemv import gemv_as_reduction
-    from predictor.runtime.gemv_blocks import GRID, GemvKernel, config_name, fits, gemv_blocks
+    from predictor.runtime.gemv_blocks import GRID, PERSISTENT_GRID, GemvKernel, config_name, fits, gemv_blocks
 
     torch._dynamo.reset()
     args = _operands(p)
     ref = _function(p["form"])(*[a.float() for a in args])
     tol = TOLERANCE[p["dtype"]]
     kernel = GemvKernel(p["n"], p["k"], p["dtype"], p["weights"])
-    grid = [c for c in GRID if fits(c, kernel)]
+    grid = [c for c in (*GRID, *PERSISTENT_GRID) if fits(c, kernel)]
     seen: list[GemvKernel] = []
 
     def grid_for_this_gemv(k: GemvKernel) -> list[dict[str, int]] | None:
@@ -187,7 +231,7 @@ def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
         compiled(decompose=True, choose=grid_for_this_gemv)
     names = {config_name(c) for c in grid}
     captured = [c for c in captured  # the GEMV kernel; a norm's own kernel may have several configs too
-                if {config_name({**la.config.kwargs, "num_warps": la.config.num_warps}) for la in c[0]} == names]
+                if {_launcher_name(la) for la in c[0]} == names]
     if len(captured) != 1 or len(seen) != 1:
         raise RuntimeError(f"expected one GEMV kernel with {len(grid)} configs, captured {len(captured)} "
                            "(Inductor's code generation changed?)")
@@ -202,7 +246,7 @@ def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
                                                 "gemv/reduction": lambda: default(*args)}
     outputs: dict[str, Any] = {}
     for launcher in launchers:
-        name = "gemv/" + config_name({**launcher.config.kwargs, "num_warps": launcher.config.num_warps})
+        name = "gemv/" + _launcher_name(launcher)
         candidates[name] = launch(launcher)
     rows = []
     for name, call in candidates.items():

@@ -158,8 +158,13 @@ def test_collector_corpus_covers_every_form_and_keeps_the_first_problem_ids():
     from collectors import gemv_blocks as collector
 
     problems = collector.corpus()
+    short = collector.short_corpus()
+    assert problems[-len(short):] == short  # the short K problems come after the first ones: their ids stay
     assert {p["form"] for p in problems} == set(collector.FORMS)
-    assert all(p["k"] >= gb.MIN_K and p["weights"] == collector.FORMS[p["form"]][1] for p in problems)
+    assert all(p["weights"] == collector.FORMS[p["form"]][1] for p in problems)
+    assert all(p["k"] >= gb.MIN_K for p in problems[:-len(short)]) and all(p["k"] < gb.MIN_K for p in short)
+    assert {p["form"] for p in short} == set(collector.FORMS) - {"silu_mul"}  # a down projection's K is long
+    assert ("plain", 151936, 896) in {(p["form"], p["n"], p["k"]) for p in short}
     ops = {collector.problem_op(p) for p in problems}
     assert {"mm-x1", "mm-x2", "mm-x1-silu_mul", "mm-x1-norm", "mm-x1-add_norm", "mm-x2-norm_pair",
             "mm-x2-add_norm_pair"} == ops
@@ -209,8 +214,10 @@ def test_single_gemvs_follow_their_nearest_problem_and_pairs_the_pool():
     assert _best(gb.GemvKernel(50000, 2048, "float16"), rows) == "X4_R256_w4"
     # the nearest pair alone would say X4_R256_w4 by 0.5%; the three nearest agree on X1_R1024_w8
     assert _best(gb.GemvKernel(5632, 2048, "bfloat16", 2), rows) == "X1_R1024_w8"
-    # a config larger than the problem is never chosen
-    assert _best(gb.GemvKernel(3000, 512, "bfloat16"), rows) == "X4_R256_w4"
+    # a config with more rows than the problem is never chosen
+    assert _best(gb.GemvKernel(2, 2048, "float16"), [rows[1]]) == "X1_R1024_w8"
+    # a K short enough for one persistent block takes none of the looped kernels' labels
+    assert gb.choose_from_table(gb.GemvKernel(3000, 512, "bfloat16"), rows) is None
     assert gb.choose_from_table(gb.GemvKernel(3000, 4096, "bfloat16"), []) is None
 
 
@@ -288,6 +295,12 @@ def test_a_table_without_a_form_borrows_that_forms_labels_from_its_architecture_
     merged = gb.with_borrowed_forms(own, [sibling])
     assert merged == [*own, sibling[1], sibling[2]]
     assert gb.with_borrowed_forms(own, []) == own
+    # a short K's blocks are borrowed, but not the sibling's verdict on cuBLAS: this GPU keeps the width rule there
+    short_head = {**_row(151936, 896, 1, {"X4_R0_w8": 90.0}), "cublas_us": 100.0}
+    merged = gb.with_borrowed_forms(own, [[short_head]])
+    assert merged[-1]["times"] == short_head["times"] and "cublas_us" not in merged[-1]
+    assert gb.reduction_beats_cublas(gb.GemvKernel(151936, 896, "bfloat16"), merged) is None
+    assert gb.reduction_beats_cublas(gb.GemvKernel(151936, 896, "bfloat16"), [*own, short_head]) is True
 
 
 def test_the_sibling_table_of_the_same_architecture_is_found_and_merged(tmp_path, monkeypatch):
@@ -310,3 +323,81 @@ def test_the_sibling_table_of_the_same_architecture_is_found_and_merged(tmp_path
     monkeypatch.setattr(gb, "table_for_this_gpu", lambda: [plain])
     assert not gb.knows_fused_forms() and not gemv.runtime_rule()(151936, 1536, "float16", "col")
     assert gemv.runtime_rule()(4096, 4096, "bfloat16", "col") and not gemv.runtime_rule()(4096, 4096, "bfloat16", "row")
+
+
+# what Inductor emits for a GEMV whose K fits one persistent block (torch 2.11): R0_BLOCK is defined inside
+PERSISTENT = '''
+@triton_heuristics.persistent_reduction(
+    size_hints={'x': 65536, 'r0_': 1024},
+    reduction_hint=ReductionHint.INNER,
+    filename=__file__,
+    triton_meta={'signature': {'in_ptr0': '*bf16'}},
+    inductor_meta={'kernel_name': 'triton_per_fused_mm_0'}
+)
+@triton.jit
+def triton_per_fused_mm_0(in_ptr0, in_ptr1, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr):
+    xnumel = 49152
+    r0_numel = 960
+    R0_BLOCK: tl.constexpr = 1024
+    tmp0 = tl.load(in_ptr0 + (r0_1), r0_mask, eviction_policy='evict_last', other=0.0).to(tl.float32)
+    tmp1 = tl.load(in_ptr1 + (r0_1 + 960*x0), r0_mask & xmask, eviction_policy='evict_first', other=0.0)
+    tmp2 = tl.sigmoid(tmp0)
+    tmp5 = tl.sum(tmp4, 1)[:, None]
+    tmp6 = tl.sigmoid(tmp5)
+'''
+
+
+def test_a_short_k_gemv_is_one_persistent_kernel_given_rows_and_warps_only():
+    gemv = _origin(SUM, MM)
+    head = gb.GemvKernel(49152, 960, "bfloat16", 1)
+    assert gb.describe(_kernel([gemv], numels={"x": 49152, "r0_": 960}, persistent=True)) == head
+    # a looped kernel of a short K, or a persistent one of a long K, is some other reduction: Inductor keeps it
+    assert gb.describe(_kernel([gemv], numels={"x": 49152, "r0_": 960})) is None
+    names = [gb.config_name(c) for c in gb.PERSISTENT_GRID]
+    assert len(set(names)) == len(names) and all(gb.parse_config_name(n)["R0_BLOCK"] == 0 for n in names)
+    fitting = {gb.config_name(c) for c in (*gb.GRID, *gb.PERSISTENT_GRID) if gb.fits(c, head)}
+    assert fitting and all("_R0_" in n for n in fitting)
+    assert len(fitting) == len(gb.PERSISTENT_GRID)  # each holds at most 64 elements per thread of K padded to 1024
+    assert not gb.fits(gb.parse_config_name("X8_R0_w2"), head)  # 128 would spill
+    assert not any(gb.fits(c, gb.GemvKernel(49152, 2048, "bfloat16")) for c in gb.PERSISTENT_GRID)
+    one = gb.with_configs(PERSISTENT, [gb.parse_config_name("X8_R0_w4")])
+    assert "@triton_heuristics.fixed_config(\n    config={'XBLOCK': 8, 'num_warps': 4, 'num_stages': 1},\n" in one
+    assert "R0_BLOCK: tl.constexpr = 1024" in one and "size_hints" not in one
+    assert gb.count_vector_loads(PERSISTENT) == 1
+    assert gb.count_activations_ahead(PERSISTENT) == 1  # the sigmoid ahead of the sum, not the one after it
+
+
+def test_a_short_k_takes_the_reduction_where_its_nearest_plain_label_beat_cublas():
+    from predictor.runtime.gemv import takes_reduction_by_table
+
+    head = {**_row(151936, 896, 1, {"X1_R0_w4": 96.0, "X8_R0_w8": 70.0}), "cublas_us": 77.0}
+    small = {**_row(896, 896, 1, {"X1_R0_w4": 5.0, "X2_R0_w4": 6.0}), "cublas_us": 8.0}
+    slow_head = {**head, "times": {"X1_R0_w4": 96.0, "X8_R0_w8": 80.0}}
+    assert gb.reduction_beats_cublas(gb.GemvKernel(131072, 768, "bfloat16"), [head, small]) is True
+    assert gb.reduction_beats_cublas(gb.GemvKernel(131072, 768, "bfloat16"), [slow_head, small]) is False
+    assert gb.reduction_beats_cublas(gb.GemvKernel(4096, 4096, "bfloat16"), [head, small]) is None  # looped K
+    assert gb.reduction_beats_cublas(gb.GemvKernel(131072, 768, "bfloat16"), []) is None
+    assert _best(gb.GemvKernel(151936, 1024, "bfloat16"), [head, small]) == "X8_R0_w8"
+    # the table decides a short K at every width; without its labels, the width rule (at most 6144 outputs)
+    assert takes_reduction_by_table(151936, 896, "bfloat16", "col", [head, small])
+    assert not takes_reduction_by_table(151936, 896, "bfloat16", "col", [slow_head, small])
+    assert not takes_reduction_by_table(151936, 896, "bfloat16", "col", [])
+    assert takes_reduction_by_table(4096, 896, "bfloat16", "col", [])
+    assert not takes_reduction_by_table(151936, 896, "bfloat16", "row", [head, small])  # GPT-2's Conv1D weights
+
+
+def test_on_the_h100_labels_short_k_gemvs_run_as_reductions_with_labelled_blocks_and_beat_cublas():
+    from predictor.offline.gemv_eval import read_labels
+    from predictor.runtime.gemv import takes_reduction_by_table
+
+    probs = gemv_blocks_fit.problems(read_labels(ROOT / "datasets/nvidia-h100/gemv_blocks.parquet", gemv_blocks_fit.KIND))
+    short = probs[probs["k"] < gb.MIN_K]
+    assert len(short) >= 40 and set(short["form"]) >= {"plain", "norm", "add_norm", "pair"}
+    scores = gemv_blocks_fit.evaluate(probs)
+    row = scores.loc[next(i for i in scores.index if i.startswith("K <= 1024"))]
+    assert row["table (held out)"] > row["cublas-only"] + 0.1
+    assert row["table (held out)"] >= row["reduction-default"] - 0.005
+    assert row["table (held out)"] > row["max-n-rule"]  # wide vocabulary heads included
+    table = gemv_blocks_fit.table_rows(probs)
+    heads = short[(short["form"] == "plain") & (short["n"] > 40000)]
+    assert len(heads) >= 4 and all(takes_reduction_by_table(h.n, h.k, h.dtype, "col", table) for h in heads.itertuples())

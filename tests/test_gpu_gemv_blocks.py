@@ -42,6 +42,19 @@ def test_single_gemv_kernel_takes_the_chosen_blocks():
     assert ((out.float() - ref).norm() / ref.norm()).item() < 2e-2
 
 
+@pytest.mark.parametrize("config", ["X8_R0_w4", "X1_R0_w2"])
+def test_a_short_k_gemv_is_one_persistent_kernel_that_takes_rows_and_warps(config):
+    x = torch.randn(1, 960, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(49152, 960, device="cuda", dtype=torch.bfloat16) / 31
+    chosen = gemv_blocks.parse_config_name(config)
+    out, code, seen = _compiled_code(lambda a, b: F.linear(a, b), x, w, choose=lambda kernel: [chosen])
+    assert seen == [gemv_blocks.GemvKernel(49152, 960, "bfloat16", 1)]
+    assert "triton_heuristics.fixed_config" in code and f"'XBLOCK': {chosen['XBLOCK']}" in code
+    assert "'R0_BLOCK'" not in code.split("fixed_config", 1)[1].split(")", 1)[0]  # the kernel defines it itself
+    ref = x.float() @ w.float().t()
+    assert ((out.float() - ref).norm() / ref.norm()).item() < 2e-2
+
+
 def test_fused_gate_up_kernel_is_one_kernel_of_two_gemvs():
     x = torch.randn(1, 2048, device="cuda", dtype=torch.float16)
     g, u = (torch.randn(5632, 2048, device="cuda", dtype=torch.float16) / 45 for _ in range(2))
@@ -100,6 +113,7 @@ def test_a_prefill_with_its_token_count_marked_dynamic_compiles_once_under_predi
         last = (h * (angles.cos().repeat(1, 1, 2) * scale).to(h.dtype))[:, -1, :]
         return F.linear(last, head)  # the head: one row
 
+    torch._dynamo.utils.counters.clear()  # the graphs of the tests before are counted there too
     compiled = predictor.compile(prefill, dynamic=True, cudagraphs=False)
     try:
         with torch.no_grad():

@@ -22,6 +22,13 @@ def _qwen2_config(**kw: Any):
                                  tie_word_embeddings=True), **kw})
 
 
+def _qwen25_config(**kw: Any):
+    from transformers import Qwen2Config  # Qwen2.5-0.5B widths: 896/4864, every K but the down projection's <= 1024
+    return Qwen2Config(**{**dict(hidden_size=896, intermediate_size=4864, num_attention_heads=14,
+                                 num_key_value_heads=2, vocab_size=151936, num_hidden_layers=2,
+                                 tie_word_embeddings=True), **kw})
+
+
 def _bert_config(**kw: Any):
     from transformers import BertConfig  # bert-base widths; dropout off so compiled and eager losses compare
     return BertConfig(hidden_size=768, num_attention_heads=12, intermediate_size=3072, num_hidden_layers=2,

@@ -18,7 +18,7 @@ from . import context_blocks
 from .configs import (  # noqa: F401 -- the tests build the configs at tiny widths through this module
     _llama_config, _qwen2_config, _bert_config, _mistral_config, _phi3_config, _opt_config, _neox_config,
     _gemma_config, _qwen3_config, _falcon_config, _starcoder2_config, _mixtral_config, _qwen2_moe_config,
-    _gemma2_config, _smollm2_config, _gpt2_medium_config, _qwen3_moe_config)
+    _gemma2_config, _smollm2_config, _gpt2_medium_config, _qwen3_moe_config, _qwen25_config)
 
 # build(device, dtype=None) -> (module, inputs, step_kind); dtype=None means the entry's own dtype.
 # step_kind "forward": the module returns the tensor compared with eager (logits / last hidden state);
@@ -427,6 +427,10 @@ _ENTRIES = [
     ZooModel("smollm2-decode-b1", "llm-decode", "infer", "bfloat16", _causal_lm(_smollm2_config, 1, 1, "bfloat16"),
              f"SmolLM2-360M widths (960/2560, 15 heads, 5 kv, tied embeddings), {_TWO}; one token at batch 1, no KV "
              "cache (M=1)", held_out_set=4),
+    # a decoder whose GEMVs reduce K <= 1024 in one persistent block (labelled: datasets/nvidia-h100/GEMV_BLOCKS.md)
+    ZooModel("qwen25-decode-b1", "llm-decode", "infer", "bfloat16", _causal_lm(_qwen25_config, 1, 1, "bfloat16"),
+             f"Qwen2.5-0.5B widths (896/4864, 14 heads, 2 kv, vocab 151936, tied embeddings), {_TWO}; one token at "
+             "batch 1, no KV cache (M=1)"),
     ZooModel("levit-128", "vision-transformer", "infer", "float16", _timm("levit_128", 32, "float16"),
              "timm levit_128 (attention and MLPs 128-384 wide on 196-16 tokens, Linear + BatchNorm), full depth; "
              "batch 32", held_out_set=4),

@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 from predictor.offline.gemv_eval import read_labels
-from predictor.runtime.gemv import takes_reduction
-from predictor.runtime.gemv_blocks import K_TAIL_EXPONENT, GemvKernel, form_of, ranked_configs
+from predictor.runtime.gemv import takes_reduction, takes_reduction_by_table
+from predictor.runtime.gemv_blocks import K_TAIL_EXPONENT, MIN_K, GemvKernel, ranked_configs
 
 KIND = "gemv_block_labels"
 ATEN, DEFAULT = "aten/plain", "gemv/reduction"
@@ -67,6 +67,8 @@ def table_rows(probs: pd.DataFrame) -> list[dict[str, Any]]:
     return [{"n": int(r.n), "k": int(r.k), "dtype": r.dtype, "weights": int(r.weights),
              "vector_loads": int(r.vector_loads), "activation_ahead": bool(r.activation_ahead), "form": r.form,
              "family_tag": r.family_tag,
+             # the GEMV alone under cuBLAS, comparable with its block configs only where nothing is fused ahead
+             **({"cublas_us": round(float(r.aten_us), 3)} if r.form == "plain" else {}),
              "times": {c.removeprefix("gemv/"): round(float(t), 3)
                        for c, t in r.times.items() if c.startswith("gemv/X")}}
             for r in probs.itertuples()]
@@ -78,8 +80,7 @@ def _chosen_time(problem: Any, table: list[dict[str, Any]], count: int | None = 
     the table before forms). NaN where that choice's time was not measured on a footing comparable with the block
     configs (cuBLAS or the default blocks of a function with work fused ahead)."""
     whole = problem.form == "plain"  # only there do cuBLAS and the default time the GEMV kernel alone
-    knows_forms = any(form_of(r)[1] > 1 for r in table)  # the runtime's rule then takes every width
-    if not takes_reduction(problem.n, problem.k, problem.dtype, "col", every_width or knows_forms):
+    if not (every_width or takes_reduction_by_table(problem.n, problem.k, problem.dtype, "col", table)):
         return problem.aten_us if whole else np.nan
     kernel = GemvKernel(problem.n, problem.k, problem.dtype, problem.weights,
                         1 if blind else problem.vector_loads, False if blind else problem.activation_ahead)
@@ -101,7 +102,7 @@ def evaluate(probs: pd.DataFrame) -> pd.DataFrame:
             whole = p.form == "plain"
             best = min(t for c, t in p.times.items() if whole or c.startswith("gemv/X"))
             width_rule = p.default_us if takes_reduction(p.n, p.k, p.dtype, "col") else p.aten_us
-            records.append({"form": p.form, "table (held out)": best / _chosen_time(p, table),
+            records.append({"form": p.form, "short": p.k < MIN_K, "table (held out)": best / _chosen_time(p, table),
                             "table at every width": best / _chosen_time(p, table, every_width=True),
                             "forms ignored": best / _chosen_time(p, table, every_width=True, blind=True),
                             "K tail ignored": best / _chosen_time(p, table, every_width=True, k_tail_exponent=0.0),
@@ -111,12 +112,16 @@ def evaluate(probs: pd.DataFrame) -> pd.DataFrame:
                             "reduction-default": best / p.default_us if whole else np.nan,
                             "max-n-rule": best / width_rule if whole else np.nan})
     scores = pd.DataFrame(records)
-    strategies = [c for c in scores.columns if c != "form"]
+    strategies = [c for c in scores.columns if c not in ("form", "short")]
 
     def geomean(frame: pd.DataFrame) -> pd.Series:
         return np.exp(np.log(frame[strategies]).mean())
 
     out = {f"{form} ({len(g)})": geomean(g) for form, g in scores.groupby("form", sort=False)}
+    for short, label in ((False, "K > 1024, looped"), (True, "K <= 1024, one persistent block")):
+        part = scores[scores["short"] == short]
+        if len(part) and len(part) < len(scores):
+            out[f"{label} ({len(part)})"] = geomean(part)
     out[f"all ({len(scores)})"] = geomean(scores)
     return pd.DataFrame(out).T
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Callable
 
-from .gemv_blocks import MIN_K
+from .gemv_blocks import MIN_K, GemvKernel, has_fused_forms, reduction_beats_cublas
 from .table_patch import decomposition_tables, wrapped_entries
 
 # Where the labels say the reduction pays under Inductor's default blocks (datasets/nvidia-h200/GEMV.md, gemm-predictor
@@ -35,20 +35,32 @@ def takes_reduction(n: int, k: int, dtype: str, layout_b: str, every_width: bool
     """Whether a one-row GEMM with an (n, k) weight runs as a Triton reduction rather than cuBLAS's GEMV: column-major
     weights (F.linear's) with at most ``MAX_N`` outputs, or at every width (``every_width``) where the GPU's block
     table has labels of GEMVs with work fused ahead and gives the kernel its blocks (K of at least ``MIN_K``; a
-    shorter K is one persistent block under Inductor's default, which loses to cuBLAS on a 151936-wide head: 96.5
-    against 77.2 us, datasets/nvidia-h200/GEMV.md). With the table the reduction beats cuBLAS at every width
+    shorter K is one persistent block, which under Inductor's default lost to cuBLAS on a 151936-wide head: 96.5
+    against 77.2 us, datasets/nvidia-h200/GEMV.md; with labels of its own, ``takes_reduction_by_table`` decides it). With the table the reduction beats cuBLAS at every width
     (``datasets/<gpu>/GEMV_BLOCKS.md``); without labels of what is fused ahead, a vocabulary head fused with the
     final norm took a plain GEMV's blocks and ran 1.5x slower than as a template (batch-1 Qwen2 on the H200,
     docs/GEMV.md)."""
     return dtype in DTYPES and layout_b == "col" and (n <= MAX_N or (every_width and k >= MIN_K))
 
 
-def runtime_rule() -> Callable[[int, int, str, str], bool]:
-    """``takes_reduction`` as the hook applies it in one compile: at every width when this GPU's table knows the
-    fused forms (the table looked up once here, not per GEMM)."""
-    from .gemv_blocks import knows_fused_forms
+def takes_reduction_by_table(n: int, k: int, dtype: str, layout_b: str, rows: Sequence[dict[str, Any]]) -> bool:
+    """``takes_reduction`` where a GPU's block table (``rows``) decides: a K short enough for one persistent block
+    takes the reduction where its nearest labelled plain GEMV ran faster so than under cuBLAS
+    (``gemv_blocks.reduction_beats_cublas``); otherwise every width when the table has labels of work fused ahead,
+    else the width rule."""
+    if dtype in DTYPES and layout_b == "col":
+        wins = reduction_beats_cublas(GemvKernel(n, k, dtype), rows)
+        if wins is not None:
+            return wins
+    return takes_reduction(n, k, dtype, layout_b, every_width=has_fused_forms(rows))
 
-    return functools.partial(takes_reduction, every_width=knows_fused_forms())
+
+def runtime_rule() -> Callable[[int, int, str, str], bool]:
+    """``takes_reduction_by_table`` as the hook applies it in one compile, with this GPU's table (looked up once
+    here, not per GEMM)."""
+    from .gemv_blocks import table_for_this_gpu
+
+    return functools.partial(takes_reduction_by_table, rows=table_for_this_gpu())
 
 
 def _static_one(size: Any) -> bool:

@@ -7,9 +7,10 @@ descent costs seconds per kernel. Here each GEMV kernel Inductor generates gets 
 problems nearest to it (``datasets/<gpu>/GEMV_BLOCKS.md``), emitted as Inductor's own ``fixed_config`` heuristic:
 one config, compiled once, nothing benchmarked.
 
-A GEMV kernel is a non-persistent Triton reduction whose every reduction is the sum of a decomposed ``mm``/``addmm``
-(one, or two when Inductor fuses the gate and up projections that read the same input); pointwise work fused ahead
-of it (a norm's scaling, SiLU-and-multiply) may share the kernel. Such work is redone by every program along the
+A GEMV kernel is a Triton reduction whose every reduction is the sum of a decomposed ``mm``/``addmm`` (one, or two
+when Inductor fuses the gate and up projections that read the same input); pointwise work fused ahead of it (a
+norm's scaling, SiLU-and-multiply) may share the kernel. A K above 1024 is reduced in a loop of R0_BLOCK-wide steps
+(XBLOCK, R0_BLOCK and warps to choose); a K of at most 1024 in one persistent block (XBLOCK and warps only). Such work is redone by every program along the
 reduction, so it changes which blocks win (more rows per program share it): the kernel's ``vector_loads`` -- the
 inputs it reads along the reduction only -- is part of what the table is keyed by. Any other kernel keeps
 Inductor's heuristic. The table is a JSON file per GPU (``models/gemv-blocks/<gpu>.json``, written by
@@ -34,7 +35,7 @@ from .table_patch import wrapped_attribute
 log = logging.getLogger(__name__)
 
 TABLE_FOLDER = "gemv-blocks"  # under a model root (discovery.model_roots)
-MIN_K = 1025  # Inductor reduces K <= 1024 in one persistent block: no blocks to choose, not in the tables
+MIN_K = 1025  # Inductor reduces K <= 1024 in one persistent block (no R0_BLOCK to choose, only rows and warps)
 Config = dict[str, int]  # XBLOCK, R0_BLOCK, num_warps, num_stages
 
 
@@ -80,9 +81,29 @@ GRID: tuple[Config, ...] = tuple(parse_config_name(name) for name in (
 ))
 
 
+# A K of at most 1024 is one persistent block: the whole reduction in registers, so only the rows per program and
+# the warps are free. Such configs are named with R0_BLOCK 0 (``X8_R0_w4``: "the whole K") and emitted without it.
+# Elements per thread (XBLOCK x K padded to a power of two / threads) stay at or below 64, as in ``GRID``.
+PERSISTENT_GRID: tuple[Config, ...] = tuple(parse_config_name(name) for name in (
+    "X1_R0_w2", "X1_R0_w4", "X1_R0_w8", "X2_R0_w2", "X2_R0_w4", "X2_R0_w8", "X4_R0_w2", "X4_R0_w4", "X4_R0_w8",
+    "X8_R0_w4", "X8_R0_w8", "X16_R0_w8", "X32_R0_w16",
+))
+
+
+def persistent(kernel: GemvKernel) -> bool:
+    """Whether Inductor reduces the kernel's K in one persistent block (K <= 1024)."""
+    return kernel.k < MIN_K
+
+
 def fits(config: Config, kernel: GemvKernel) -> bool:
-    """A config whose blocks exceed the problem's padded sizes only wastes lanes: the collector skips those."""
-    return config["XBLOCK"] <= _pow2_ceil(kernel.n) and config["R0_BLOCK"] <= _pow2_ceil(kernel.k)
+    """A config whose blocks exceed the problem's padded sizes only wastes lanes: the collector skips those. A
+    persistent kernel takes only persistent configs (R0_BLOCK 0) that hold at most 64 elements per thread; a looped
+    one only looped configs."""
+    if config["XBLOCK"] > _pow2_ceil(kernel.n):
+        return False
+    if persistent(kernel):
+        return config["R0_BLOCK"] == 0 and config["XBLOCK"] * _pow2_ceil(kernel.k) <= 64 * 32 * config["num_warps"]
+    return 0 < config["R0_BLOCK"] <= _pow2_ceil(kernel.k)
 
 
 def _pow2_ceil(v: int) -> int:
@@ -145,6 +166,7 @@ def nearest_rows(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int 
     """The ``count`` labelled problems closest to ``kernel``: same number of fused GEMVs, an activation ahead or
     not, the nearest number of vector loads (the work fused ahead), the same element size where one exists, then
     the smallest distance in log2(n) and log2(k). (Each criterion narrows the rows where some row meets it.)"""
+    rows = [r for r in rows if persistent(_problem(r)) == persistent(kernel)]  # looped blocks do not carry over
     same = [r for r in rows if int(r["weights"]) == kernel.weights] or list(rows)
     same = [r for r in same if _problem(r).activation_ahead == kernel.activation_ahead] or same
     loads_gap = [abs(_problem(r).vector_loads - kernel.vector_loads) for r in same]
@@ -166,8 +188,8 @@ K_TAIL_EXPONENT = 0.5
 
 
 def _k_tail(k: int, r0_block: int) -> float:
-    """K padded up to whole R0_BLOCKs, over K: 1.0 where the block divides K."""
-    return math.ceil(k / r0_block) * r0_block / k
+    """K padded up to whole R0_BLOCKs, over K: 1.0 where the block divides K (or for a persistent block, 0)."""
+    return math.ceil(k / r0_block) * r0_block / k if r0_block else 1.0
 
 
 def ranked_configs(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int | None = None,
@@ -199,19 +221,34 @@ def choose_from_table(kernel: GemvKernel, rows: Sequence[dict[str, Any]], top: i
     return [parse_config_name(name) for name in ranked_configs(kernel, rows)[:top]] or None
 
 
-def form_of(row: dict[str, Any]) -> tuple[int, int, bool]:
-    """(weights, vector_loads, activation_ahead): which kind of GEMV kernel a labelled problem is."""
+def reduction_beats_cublas(kernel: GemvKernel, rows: Sequence[dict[str, Any]]) -> bool | None:
+    """For a persistent GEMV (K < ``MIN_K``): whether its nearest labelled plain GEMV (the GEMV alone, timed beside
+    cuBLAS's: ``cublas_us``) ran faster as the reduction under its best fitting blocks than under cuBLAS. None
+    where no such label exists. Why per shape: with K this short a wide vocabulary head can lose to cuBLAS
+    (151936 x 896 on the H200 under Inductor's default blocks: 96.5 against 77.2 us) where narrower GEMVs win."""
+    plain = [r for r in rows if "cublas_us" in r and not _problem(r).activation_ahead]
+    pool = nearest_rows(GemvKernel(kernel.n, kernel.k, kernel.dtype), plain, 1) if persistent(kernel) else []
+    if not pool:
+        return None
+    times = [us for name, us in pool[0]["times"].items() if fits(parse_config_name(name), kernel)]
+    return bool(times) and min(times) < float(pool[0]["cublas_us"])
+
+
+def form_of(row: dict[str, Any]) -> tuple[int, int, bool, bool]:
+    """(weights, vector_loads, activation_ahead, persistent): which kind of GEMV kernel a labelled problem is."""
     kernel = _problem(row)
-    return kernel.weights, kernel.vector_loads, kernel.activation_ahead
+    return kernel.weights, kernel.vector_loads, kernel.activation_ahead, persistent(kernel)
 
 
 def with_borrowed_forms(own: Sequence[dict[str, Any]], others: Sequence[Sequence[dict[str, Any]]]
                         ) -> list[dict[str, Any]]:
     """``own`` plus the rows of ``others`` (tables of GPUs of the same architecture) whose form ``own`` has no
     label of: a GPU whose labels predate a form takes that form's blocks from its sibling, never in place of its
-    own."""
+    own. Only the blocks: a sibling's cuBLAS time (``cublas_us``) is left behind, since whether the reduction beats
+    cuBLAS moves with the GPU (a 151936 x 896 head: cuBLAS won on the H200 under default blocks, lost on the H100)."""
     known = {form_of(r) for r in own}
-    borrowed = [r for table in others for r in table if form_of(r) not in known]
+    borrowed = [{key: v for key, v in r.items() if key != "cublas_us"}
+                for table in others for r in table if form_of(r) not in known]
     return [*own, *borrowed]
 
 
@@ -237,10 +274,15 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
     return tuple(with_borrowed_forms(own, others)), digest
 
 
+def has_fused_forms(rows: Sequence[dict[str, Any]]) -> bool:
+    """Whether a table has labels of GEMVs with work fused ahead (then every column-major GEMV with a looped K takes
+    the reduction, whatever its width: ``gemv.takes_reduction``)."""
+    return any(form_of(r)[1] > 1 for r in rows)
+
+
 def knows_fused_forms() -> bool:
-    """Whether this GPU's table has labels of GEMVs with work fused ahead (then every column-major GEMV takes the
-    reduction, whatever its width: ``gemv.takes_reduction``)."""
-    return any(form_of(r)[1] > 1 for r in table_for_this_gpu())
+    """``has_fused_forms`` for this GPU's table."""
+    return has_fused_forms(table_for_this_gpu())
 
 
 def _this_gpus_table() -> tuple[tuple[dict[str, Any], ...], str | None]:
@@ -290,20 +332,22 @@ _ACTIVATIONS = re.compile(r"\b(?:tl\.sigmoid|(?:libdevice|tl_math|tl)\.(?:exp|ex
 
 
 def count_activations_ahead(source: str) -> int:
-    """Activation calls in the reduction loop's body (indented deeper than the kernel's top level; an activation
-    after the loop, a pair's SiLU on its products, is computed once per row and not counted)."""
+    """Activation calls ahead of the product: in the reduction loop's body (indented deeper than the kernel's top
+    level), or in a persistent kernel (no loop) ahead of its first sum. An activation after the reduction, a pair's
+    SiLU on its products, is computed once per row and not counted."""
     body = re.split(r"\n    for r0_offset in ", source, maxsplit=1)
     if len(body) < 2:
-        return 0
+        return len(_ACTIVATIONS.findall(source.split("tl.sum(", 1)[0])) if "tl.sum(" in source else 0
     loop = re.split(r"\n    (?=\S)", body[1], maxsplit=1)[0]
     return len(_ACTIVATIONS.findall(loop))
 
 
 def describe(kernel: Any, source: str | None = None) -> GemvKernel | None:
-    """The GEMV a ``TritonKernel`` computes, or None when it is anything else (a pointwise kernel, a persistent or
-    cooperative reduction, a reduction that is not a decomposed GEMM's sum, sizes that are not static). With the
+    """The GEMV a ``TritonKernel`` computes, or None when it is anything else (a pointwise kernel, a cooperative
+    reduction, a reduction that is not a decomposed GEMM's sum, sizes that are not static). A looped reduction has
+    K >= ``MIN_K`` and a persistent one K below it (``persistent``); any other pairing is left to Inductor. With the
     kernel's generated ``source``, its ``vector_loads`` too."""
-    if not getattr(kernel, "inside_reduction", False) or getattr(kernel, "persistent_reduction", True):
+    if not getattr(kernel, "inside_reduction", False):
         return None
     if getattr(kernel, "cooperative_reduction", False) or set(kernel.numels) != {"x", "r0_"}:
         return None
@@ -325,12 +369,14 @@ def describe(kernel: Any, source: str | None = None) -> GemvKernel | None:
         dtypes.update(str(o.meta["val"].dtype).removeprefix("torch.") for o in gemm_sums if "val" in o.meta)
     if not sums or len(dtypes) != 1:
         return None
+    if bool(getattr(kernel, "persistent_reduction", True)) != (k < MIN_K):
+        return None
     if not source:
         return GemvKernel(n, k, dtypes.pop(), len(sums))
     return GemvKernel(n, k, dtypes.pop(), len(sums), count_vector_loads(source), count_activations_ahead(source) > 0)
 
 
-_HEURISTIC = re.compile(r"@triton_heuristics\.reduction\(\s*size_hints=[^\n]*\n\s*reduction_hint=[^\n]*\n")
+_HEURISTIC = re.compile(r"@triton_heuristics\.(?:persistent_)?reduction\(\s*size_hints=[^\n]*\n\s*reduction_hint=[^\n]*\n")
 
 
 def with_configs(source: str, configs: Sequence[Config]) -> str | None:
@@ -340,10 +386,12 @@ def with_configs(source: str, configs: Sequence[Config]) -> str | None:
     expected one (the kernel then keeps Inductor's)."""
     if not configs:
         return None
+    # a persistent kernel defines R0_BLOCK itself (the whole K): its configs carry rows and warps only
+    configs = [{key: v for key, v in c.items() if not (key == "R0_BLOCK" and v == 0)} for c in configs]
     if len(configs) == 1:
-        head = f"@triton_heuristics.fixed_config(\n    config={dict(configs[0])!r},\n"
+        head = f"@triton_heuristics.fixed_config(\n    config={configs[0]!r},\n"
     else:
-        head = f"@triton_heuristics.user_autotune(\n    configs={[dict(c) for c in configs]!r},\n"
+        head = f"@triton_heuristics.user_autotune(\n    configs={configs!r},\n"
     new, count = _HEURISTIC.subn(lambda _: head, source, count=1)
     return new if count == 1 else None
 
