@@ -127,3 +127,35 @@ def test_a_prefill_with_its_token_count_marked_dynamic_compiles_once_under_predi
         assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
     finally:
         predictor.uninstall()
+
+
+def test_predictor_compile_decides_a_short_k_head_from_this_gpus_own_labels():
+    """A small decoder's vocabulary head after its norm (49152 x 960): the reduction with persistent blocks where
+    this GPU's own labels say it beats cuBLAS (the H100's), else the width rule sends it to the ranker."""
+    import predictor
+
+    torch._dynamo.reset()
+    h = torch.randn(1, 960, device="cuda", dtype=torch.bfloat16)
+    scale = 1 + 0.1 * torch.randn(960, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(49152, 960, device="cuda", dtype=torch.bfloat16) / 31
+
+    def norm_then_head(a, s, b):
+        return F.linear(s * (a.float() * torch.rsqrt(a.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(a.dtype), b)
+
+    kernel = gemv_blocks.GemvKernel(49152, 960, "bfloat16")
+    reduced = gemv_blocks.reduction_beats_cublas(kernel, gemv_blocks.table_for_this_gpu())
+    before = len(gemv_blocks.fixed_count()["gemv_kernels"])  # the decisions of this process so far
+    compiled = predictor.compile(norm_then_head, cudagraphs=False)
+    try:
+        with torch.no_grad():
+            out = compiled(h, scale, w)
+        heads = [k for k in gemv_blocks.fixed_count()["gemv_kernels"][before:] if k.startswith("49152x960 ")]
+        if reduced:
+            assert heads and all("_R0_" in k for k in heads), heads
+        else:
+            assert not heads
+        ref = norm_then_head(h.float(), scale.float(), w.float())
+        assert ((out.float() - ref).norm() / ref.norm()).item() < 2e-2
+    finally:
+        predictor.uninstall()
+        torch._dynamo.reset()
