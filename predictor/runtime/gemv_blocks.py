@@ -225,8 +225,10 @@ def reduction_beats_cublas(kernel: GemvKernel, rows: Sequence[dict[str, Any]]) -
     """For a persistent GEMV (K < ``MIN_K``): whether its nearest labelled plain GEMV (the GEMV alone, timed beside
     cuBLAS's: ``cublas_us``) ran faster as the reduction under its best fitting blocks than under cuBLAS. None
     where no such label exists. Why per shape: with K this short a wide vocabulary head can lose to cuBLAS
-    (151936 x 896 on the H200 under Inductor's default blocks: 96.5 against 77.2 us) where narrower GEMVs win."""
-    plain = [r for r in rows if "cublas_us" in r and not _problem(r).activation_ahead]
+    (151936 x 896 on the H200 under Inductor's default blocks: 96.5 against 77.2 us) where narrower GEMVs win. Only
+    labels of the kernel's element size judge it."""
+    plain = [r for r in rows if "cublas_us" in r and not _problem(r).activation_ahead
+             and _itemsize(str(r["dtype"])) == _itemsize(kernel.dtype)]  # fp32 is not judged by 2-byte labels
     pool = nearest_rows(GemvKernel(kernel.n, kernel.k, kernel.dtype), plain, 1) if persistent(kernel) else []
     if not pool:
         return None
