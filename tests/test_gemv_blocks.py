@@ -391,7 +391,8 @@ def test_on_the_h100_labels_short_k_gemvs_run_as_reductions_with_labelled_blocks
     from predictor.offline.gemv_eval import read_labels
     from predictor.runtime.gemv import takes_reduction_by_table
 
-    probs = gemv_blocks_fit.problems(read_labels(ROOT / "datasets/nvidia-h100/gemv_blocks.parquet", gemv_blocks_fit.KIND))
+    labels = read_labels(ROOT / "datasets/nvidia-h100/gemv_blocks.parquet", gemv_blocks_fit.KIND)
+    probs = gemv_blocks_fit.problems(labels)
     short = probs[probs["k"] < gb.MIN_K]
     assert len(short) >= 40 and set(short["form"]) >= {"plain", "norm", "add_norm", "pair"}
     scores = gemv_blocks_fit.evaluate(probs)
@@ -401,4 +402,5 @@ def test_on_the_h100_labels_short_k_gemvs_run_as_reductions_with_labelled_blocks
     assert row["table (held out)"] > row["max-n-rule"]  # wide vocabulary heads included
     table = gemv_blocks_fit.table_rows(probs)
     heads = short[(short["form"] == "plain") & (short["n"] > 40000)]
-    assert len(heads) >= 4 and all(takes_reduction_by_table(h.n, h.k, h.dtype, "col", table) for h in heads.itertuples())
+    assert len(heads) >= 4
+    assert all(takes_reduction_by_table(h.n, h.k, h.dtype, "col", table) for h in heads.itertuples())

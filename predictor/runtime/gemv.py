@@ -36,10 +36,10 @@ def takes_reduction(n: int, k: int, dtype: str, layout_b: str, every_width: bool
     weights (F.linear's) with at most ``MAX_N`` outputs, or at every width (``every_width``) where the GPU's block
     table has labels of GEMVs with work fused ahead and gives the kernel its blocks (K of at least ``MIN_K``; a
     shorter K is one persistent block, which under Inductor's default lost to cuBLAS on a 151936-wide head: 96.5
-    against 77.2 us, datasets/nvidia-h200/GEMV.md; with labels of its own, ``takes_reduction_by_table`` decides it). With the table the reduction beats cuBLAS at every width
-    (``datasets/<gpu>/GEMV_BLOCKS.md``); without labels of what is fused ahead, a vocabulary head fused with the
-    final norm took a plain GEMV's blocks and ran 1.5x slower than as a template (batch-1 Qwen2 on the H200,
-    docs/GEMV.md)."""
+    against 77.2 us, datasets/nvidia-h200/GEMV.md; with labels of its own, ``takes_reduction_by_table`` decides it).
+    With the table the reduction beats cuBLAS at every width (``datasets/<gpu>/GEMV_BLOCKS.md``); without labels of
+    what is fused ahead, a vocabulary head fused with the final norm took a plain GEMV's blocks and ran 1.5x slower
+    than as a template (batch-1 Qwen2 on the H200, docs/GEMV.md)."""
     return dtype in DTYPES and layout_b == "col" and (n <= MAX_N or (every_width and k >= MIN_K))
 
 
@@ -148,7 +148,8 @@ def gemv_as_reduction(rule: Callable[[int, int, str, str], bool] | None = None) 
     wrappers = {aten.mm.default: _mm, aten.addmm.default: _addmm}
     _RULE.append(rule or runtime_rule())
     try:
-        with wrapped_entries(decomposition_tables(), wrappers, lambda op, original: wrappers[op](original), "predictor_gemv"):
+        with wrapped_entries(decomposition_tables(), wrappers, lambda op, original: wrappers[op](original),
+                             "predictor_gemv"):
             yield
     finally:
         _RULE.pop()

@@ -9,12 +9,12 @@ one config, compiled once, nothing benchmarked.
 
 A GEMV kernel is a Triton reduction whose every reduction is the sum of a decomposed ``mm``/``addmm`` (one, or two
 when Inductor fuses the gate and up projections that read the same input); pointwise work fused ahead of it (a
-norm's scaling, SiLU-and-multiply) may share the kernel. A K above 1024 is reduced in a loop of R0_BLOCK-wide steps
-(XBLOCK, R0_BLOCK and warps to choose); a K of at most 1024 in one persistent block (XBLOCK and warps only). Such work is redone by every program along the
-reduction, so it changes which blocks win (more rows per program share it): the kernel's ``vector_loads`` -- the
-inputs it reads along the reduction only -- is part of what the table is keyed by. Any other kernel keeps
-Inductor's heuristic. The table is a JSON file per GPU (``models/gemv-blocks/<gpu>.json``, written by
-``gemm-predictor gemv-fit``): plain data, no pickle.
+norm's scaling, SiLU-and-multiply) may share the kernel. Such work is redone by every program along the reduction,
+so it changes which blocks win (more rows per program share it): the kernel's ``vector_loads`` -- the inputs it
+reads along the reduction only -- is part of what the table is keyed by. A K above 1024 is reduced in a loop of
+R0_BLOCK-wide steps (XBLOCK, R0_BLOCK and warps to choose), a K of at most 1024 in one persistent block (XBLOCK and
+warps only). Any other kernel keeps Inductor's heuristic. The table is a JSON file per GPU
+(``models/gemv-blocks/<gpu>.json``, written by ``gemm-predictor gemv-fit``): plain data, no pickle.
 """
 
 from __future__ import annotations
@@ -378,7 +378,8 @@ def describe(kernel: Any, source: str | None = None) -> GemvKernel | None:
     return GemvKernel(n, k, dtypes.pop(), len(sums), count_vector_loads(source), count_activations_ahead(source) > 0)
 
 
-_HEURISTIC = re.compile(r"@triton_heuristics\.(?:persistent_)?reduction\(\s*size_hints=[^\n]*\n\s*reduction_hint=[^\n]*\n")
+_HEURISTIC = re.compile(
+    r"@triton_heuristics\.(?:persistent_)?reduction\(\s*size_hints=[^\n]*\n\s*reduction_hint=[^\n]*\n")
 
 
 def with_configs(source: str, configs: Sequence[Config]) -> str | None:
