@@ -379,6 +379,7 @@ def test_a_short_k_takes_the_reduction_where_its_nearest_plain_label_beat_cublas
     assert gb.reduction_beats_cublas(gb.GemvKernel(131072, 768, "bfloat16"), []) is None
     assert gb.reduction_beats_cublas(gb.GemvKernel(131072, 768, "float32"), [head, small]) is None  # 2-byte labels
     assert _best(gb.GemvKernel(151936, 1024, "bfloat16"), [head, small]) == "X8_R0_w8"
+    assert gb.choose_from_table(gb.GemvKernel(151936, 1024, "float32"), [head, small]) is None  # registers double
     # the table decides a short K at every width; without its labels, the width rule (at most 6144 outputs)
     assert takes_reduction_by_table(151936, 896, "bfloat16", "col", [head, small])
     assert not takes_reduction_by_table(151936, 896, "bfloat16", "col", [slow_head, small])

@@ -165,14 +165,17 @@ def neighbours(kernel: GemvKernel) -> int:
 def nearest_rows(kernel: GemvKernel, rows: Sequence[dict[str, Any]], count: int = 1) -> list[dict[str, Any]]:
     """The ``count`` labelled problems closest to ``kernel``: same number of fused GEMVs, an activation ahead or
     not, the nearest number of vector loads (the work fused ahead), the same element size where one exists, then
-    the smallest distance in log2(n) and log2(k). (Each criterion narrows the rows where some row meets it.)"""
+    the smallest distance in log2(n) and log2(k). (Each criterion narrows the rows where some row meets it.) Only
+    rows of the same kind of reduction, looped or persistent, and for a persistent one of the same element size."""
     rows = [r for r in rows if persistent(_problem(r)) == persistent(kernel)]  # looped blocks do not carry over
     same = [r for r in rows if int(r["weights"]) == kernel.weights] or list(rows)
     same = [r for r in same if _problem(r).activation_ahead == kernel.activation_ahead] or same
     loads_gap = [abs(_problem(r).vector_loads - kernel.vector_loads) for r in same]
     nearest_loads = min(loads_gap, default=0)
     same = [r for r, gap in zip(same, loads_gap) if gap == nearest_loads]
-    sized = [r for r in same if _itemsize(str(r["dtype"])) == _itemsize(kernel.dtype)] or same
+    sized = [r for r in same if _itemsize(str(r["dtype"])) == _itemsize(kernel.dtype)]
+    # a persistent block holds the whole K in registers: winners at 2-byte elements do not carry over to 4-byte ones
+    sized = sized or ([] if persistent(kernel) else same)
     return sorted(sized, key=lambda r: (math.log2(int(r["n"]) / kernel.n) ** 2 + math.log2(int(r["k"]) / kernel.k) ** 2,
                                         int(r["n"]), int(r["k"])))[:count]
 
