@@ -16,19 +16,24 @@ from predictor.runtime import gemv_blocks as gb
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "models" / "gemv-blocks" / "nvidia-h200.json"
 
-# what Inductor's TritonKernel.codegen_kernel emits for a reduction (torch 2.11 and 2.13)
-GENERATED = '''
-@triton_heuristics.reduction(
-    size_hints={'x': 32768, 'r0_': 2048},
+def _generated(heuristic, r0_hint, name, parameters, body):
+    """A reduction kernel as Inductor's TritonKernel.codegen_kernel emits it (torch 2.11 and 2.13)."""
+    return f'''
+@triton_heuristics.{heuristic}(
+    size_hints={{'x': 32768, 'r0_': {r0_hint}}},
     reduction_hint=ReductionHint.INNER,
     filename=__file__,
-    triton_meta={'signature': {'in_ptr0': '*bf16'}},
-    inductor_meta={'kernel_name': 'triton_red_fused_mm_0'}
+    triton_meta={{'signature': {{'in_ptr0': '*bf16'}}}},
+    inductor_meta={{'kernel_name': '{name}'}}
 )
 @triton.jit
-def triton_red_fused_mm_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
-    pass
-'''
+def {name}({parameters}):
+{body}'''
+
+
+GENERATED = _generated("reduction", 2048, "triton_red_fused_mm_0",
+                       "in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr",
+                       "    pass\n")
 
 
 def test_config_names_round_trip_and_every_grid_config_is_named_once():
@@ -325,17 +330,9 @@ def test_the_sibling_table_of_the_same_architecture_is_found_and_merged(tmp_path
     assert gemv.runtime_rule()(4096, 4096, "bfloat16", "col") and not gemv.runtime_rule()(4096, 4096, "bfloat16", "row")
 
 
-# what Inductor emits for a GEMV whose K fits one persistent block (torch 2.11): R0_BLOCK is defined inside
-PERSISTENT = '''
-@triton_heuristics.persistent_reduction(
-    size_hints={'x': 65536, 'r0_': 1024},
-    reduction_hint=ReductionHint.INNER,
-    filename=__file__,
-    triton_meta={'signature': {'in_ptr0': '*bf16'}},
-    inductor_meta={'kernel_name': 'triton_per_fused_mm_0'}
-)
-@triton.jit
-def triton_per_fused_mm_0(in_ptr0, in_ptr1, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr):
+# a GEMV whose K fits one persistent block (torch 2.11): R0_BLOCK is defined inside, XBLOCK is the only parameter
+PERSISTENT = _generated("persistent_reduction", 1024, "triton_per_fused_mm_0",
+                        "in_ptr0, in_ptr1, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr", """\
     xnumel = 49152
     r0_numel = 960
     R0_BLOCK: tl.constexpr = 1024
@@ -344,7 +341,7 @@ def triton_per_fused_mm_0(in_ptr0, in_ptr1, out_ptr0, xnumel, r0_numel, XBLOCK :
     tmp2 = tl.sigmoid(tmp0)
     tmp5 = tl.sum(tmp4, 1)[:, None]
     tmp6 = tl.sigmoid(tmp5)
-'''
+""")
 
 
 def test_a_short_k_gemv_is_one_persistent_kernel_given_rows_and_warps_only():
