@@ -191,7 +191,7 @@ K_TAIL_EXPONENT = 0.5
 
 
 def _k_tail(k: int, r0_block: int) -> float:
-    """K padded up to whole R0_BLOCKs, over K: 1.0 where the block divides K (or for a persistent block, 0)."""
+    """K padded up to whole R0_BLOCKs, over K: 1.0 where the block divides K, and for a persistent block (0)."""
     return math.ceil(k / r0_block) * r0_block / k if r0_block else 1.0
 
 
