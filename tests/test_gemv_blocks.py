@@ -319,14 +319,14 @@ def test_the_sibling_table_of_the_same_architecture_is_found_and_merged(tmp_path
     rows, digest = gb._table("NVIDIA H200", "9.0", (str(tmp_path),))
     assert list(rows) == [plain, norm] and digest
     monkeypatch.setattr(gb, "table_for_this_gpu", lambda: rows)
-    assert gb.knows_fused_forms()
+    assert gb.has_fused_forms(gb.table_for_this_gpu())
     from predictor.runtime import gemv
 
     assert gemv.runtime_rule()(151936, 1536, "float16", "col")  # a vocabulary head: every width with forms known
     assert not gemv.runtime_rule()(151936, 896, "bfloat16", "col")  # but not a K the table gives no blocks for
     assert gemv.runtime_rule()(4096, 896, "bfloat16", "col")  # (within the width threshold it still does)
     monkeypatch.setattr(gb, "table_for_this_gpu", lambda: [plain])
-    assert not gb.knows_fused_forms() and not gemv.runtime_rule()(151936, 1536, "float16", "col")
+    assert not gb.has_fused_forms(gb.table_for_this_gpu()) and not gemv.runtime_rule()(151936, 1536, "float16", "col")
     assert gemv.runtime_rule()(4096, 4096, "bfloat16", "col") and not gemv.runtime_rule()(4096, 4096, "bfloat16", "row")
 
 

@@ -1028,6 +1028,26 @@ def test_a_later_addmm_call_keeps_cublas_for_float32_under_tf32(monkeypatch):
         assert p.filter(triton_call, FakeInputs(a, b, bias=bias_2d), "addmm") == expected
 
 
+def test_a_later_addmm_call_takes_the_same_gap_floors_as_the_aten_call(monkeypatch):
+    """The split-addmm path decides with ``policy.decide_gap_for``, as one call does: a float32 Triton favourite half
+    a point behind cuBLAS passes the default gap (-2.5) but not float32's floor (0.0)."""
+    from predictor.runtime import split_addmm
+    from predictor.runtime.policy import FLOAT32_GAP
+
+    monkeypatch.setattr(split_addmm, "_tf32_enabled", lambda: False)
+    monkeypatch.setattr(inductor_inputs, "_tf32_enabled", lambda: False)
+    for dtype, expected in ((torch.float16, 1), (torch.float32, 0)):
+        problem = Problem("addmm", 512, 768, 3072, str(dtype).removeprefix("torch."))
+        a, b = FakeNode((512, 3072), (3072, 1), dtype), FakeNode((3072, 768), (768, 1), dtype)
+        triton_call = [c for c in fake_choices(problem) if not c.template.uid.startswith("aten::")]
+        p = pruner(FamilyRanker(-1.0), policy="decide", fallback="aten")  # the favourite scores -0.5
+        assert FLOAT32_GAP > -0.5 > p.settings.decide_gap
+        p.filter([ktc("aten::addmm"), ktc("aten::bias_addmm")], FakeInputs(a, b, bias=FakeNode((768,), (1,), dtype)),
+                 "addmm")
+        kept = p.filter(triton_call, FakeInputs(a, b, bias=FakeNode((512, 768), (0, 1), dtype)), "addmm")
+        assert len(kept) == expected, dtype
+
+
 def test_tf32_read_through_the_per_backend_precision_api():
     """torch >= 2.9's ``torch.backends.cuda.matmul.fp32_precision`` makes ``get_float32_matmul_precision`` raise."""
     import subprocess

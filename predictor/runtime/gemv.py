@@ -43,24 +43,27 @@ def takes_reduction(n: int, k: int, dtype: str, layout_b: str, every_width: bool
     return dtype in DTYPES and layout_b == "col" and (n <= MAX_N or (every_width and k >= MIN_K))
 
 
-def takes_reduction_by_table(n: int, k: int, dtype: str, layout_b: str, rows: Sequence[dict[str, Any]]) -> bool:
+def takes_reduction_by_table(n: int, k: int, dtype: str, layout_b: str, rows: Sequence[dict[str, Any]],
+                             every_width: bool | None = None) -> bool:
     """``takes_reduction`` where a GPU's block table (``rows``) decides: a K short enough for one persistent block
     takes the reduction where its nearest labelled plain GEMV ran faster so than under cuBLAS
-    (``gemv_blocks.reduction_beats_cublas``); otherwise every width when the table has labels of work fused ahead,
-    else the width rule."""
+    (``gemv_blocks.reduction_beats_cublas``); otherwise every width when the table has labels of work fused ahead
+    (``every_width``, read from ``rows`` unless given), else the width rule."""
     if dtype in DTYPES and layout_b == "col":
         wins = reduction_beats_cublas(GemvKernel(n, k, dtype), rows)
         if wins is not None:
             return wins
-    return takes_reduction(n, k, dtype, layout_b, every_width=has_fused_forms(rows))
+    every_width = has_fused_forms(rows) if every_width is None else every_width
+    return takes_reduction(n, k, dtype, layout_b, every_width=every_width)
 
 
 def runtime_rule() -> Callable[[int, int, str, str], bool]:
-    """``takes_reduction_by_table`` as the hook applies it in one compile, with this GPU's table (looked up once
-    here, not per GEMM)."""
+    """``takes_reduction_by_table`` as the hook applies it in one compile, with this GPU's table (looked up and read
+    for fused forms once here, not per GEMM)."""
     from .gemv_blocks import table_for_this_gpu
 
-    return functools.partial(takes_reduction_by_table, rows=table_for_this_gpu())
+    rows = table_for_this_gpu()
+    return functools.partial(takes_reduction_by_table, rows=rows, every_width=has_fused_forms(rows))
 
 
 def _static_one(size: Any) -> bool:

@@ -285,11 +285,6 @@ def has_fused_forms(rows: Sequence[dict[str, Any]]) -> bool:
     return any(form_of(r)[1] > 1 for r in rows)
 
 
-def knows_fused_forms() -> bool:
-    """``has_fused_forms`` for this GPU's table."""
-    return has_fused_forms(table_for_this_gpu())
-
-
 def _this_gpus_table() -> tuple[tuple[dict[str, Any], ...], str | None]:
     import torch
 

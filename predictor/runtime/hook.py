@@ -331,14 +331,15 @@ class GemmPruner:
         has labels for (``policy.trusted_kind``), at sizes one kernel fits (``inductor_inputs.one_kernel_fits``)."""
         return trusted_kind(self.metadata.get(RANGES_KEY), problem) and one_kernel_fits(kernel_inputs)
 
-    def scores(self, problem: Problem, cands: list[Candidate], hints: list[int | None]) -> np.ndarray:
-        """The ranker's scores (a region model's in its region), remembered per (problem, candidates, hints): a
-        model's repeated layers and its backward lower the same GEMM again and again (features and model: the cost)."""
-        region = model_for(self.region_models, problem)  # a region model ranks its region's GEMMs
+    def decide_gap(self, problem: Problem, region: RegionModel | None) -> float:
+        """``policy.decide_gap_for`` with this pruner's gap, for a GEMM ranked by ``region`` (``model_for``)."""
+        return decide_gap_for(problem, self.settings.decide_gap, region.region if region else None)
+
+    def scores(self, problem: Problem, cands: list[Candidate], hints: list[int | None],
+               region: RegionModel | None) -> np.ndarray:
+        """The ranker's scores (``region``'s where its model ranks ``problem``: ``region_models.model_for``),
+        remembered per (problem, candidates, hints): repeated layers and the backward lower a GEMM again and again."""
         ranker, device = (region.ranker, region.device) if region is not None else (self.ranker, self.device)
-        if region is not None:
-            with self._lock:
-                self._stats["region_scored"] += 1
         key = (problem, tuple([c.key for c in cands]), tuple(hints))
         scores = self._scores.get(key)
         if scores is None:
@@ -403,15 +404,17 @@ class GemmPruner:
             # labels time float32 with TF32 off (Inductor's default); with TF32 on, cuBLAS and the Triton
             # templates run other instructions and the ranking does not carry over
             raise _PassThrough("tf32", f"{problem}: float32 with TF32 enabled was never measured", warn=False)
-        scores = self.scores(problem, cands, hints)
+        region = model_for(self.region_models, problem)  # a region model ranks its region's GEMMs
+        with self._lock:
+            self._stats["region_scored"] += region is not None
+        scores = self.scores(problem, cands, hints, region)
         if scores.shape != (len(choices),) or not np.isfinite(scores).all():
             raise ValueError(f"the ranker returned {scores.shape} scores, not {len(choices)} finite ones")
 
         is_aten = [c.family == "aten" for c in cands]
         if deciding:
-            region = model_for(self.region_models, problem)
             chosen = decide_one(scores, is_aten, self.may_pick_triton(problem, kernel_inputs),
-                                decide_gap_for(problem, s.decide_gap, region.region if region else None))
+                                self.decide_gap(problem, region))
             log.debug("gemm-predictor: %s (%s): decided %s of %d", op_name, problem, cands[chosen].key, len(cands))
             if self.decision_observer is not None:
                 try:  # observing must never break a compile

@@ -18,6 +18,7 @@ import numpy as np
 from ..candidate import Candidate, from_template_kwargs
 from .inductor_inputs import _lowering_node, _operands_key, _tf32_enabled, problem_from_inputs
 from .policy import decide_one, is_aten_choice, out_of_training_range
+from .region_models import model_for
 from .settings import HookSettings
 
 # the aten choices Inductor offers for addmm, scored in place of the ones offered in the earlier call
@@ -69,9 +70,10 @@ class SplitAddmm:
                 or (problem.dtype == "float32" and _tf32_enabled())):
             return []
         every = [*cands, *_ATEN_ADDMM]
-        scores = pruner.scores(problem, every, [None] * len(every))
+        region = model_for(pruner.region_models, problem)
+        scores = pruner.scores(problem, every, [None] * len(every), region)
         if scores.shape != (len(every),) or not np.isfinite(scores).all():
             return []
         chosen = decide_one(scores, [c.family == "aten" for c in every], pruner.may_pick_triton(problem, kernel_inputs),
-                            pruner.settings.decide_gap)
+                            pruner.decide_gap(problem, region))
         return [] if chosen >= len(cands) else [choices[chosen]]
