@@ -402,3 +402,14 @@ def test_on_the_h100_labels_short_k_gemvs_run_as_reductions_with_labelled_blocks
     heads = short[(short["form"] == "plain") & (short["n"] > 40000)]
     assert len(heads) >= 4
     assert all(takes_reduction_by_table(h.n, h.k, h.dtype, "col", table) for h in heads.itertuples())
+
+
+def test_a_looped_gemv_never_takes_a_step_wider_than_its_reduction():
+    """Phi-3's K of 3072: R0_BLOCK 4096 would leave a quarter of every program's lanes idle for the whole kernel;
+    the table's favourite among the rest is taken even where the wider step led the labels."""
+    kernel = gb.GemvKernel(9216, 3072, "bfloat16")
+    assert not gb.fits(gb.parse_config_name("X2_R4096_w16"), kernel)
+    assert gb.fits(gb.parse_config_name("X4_R2048_w16"), kernel)
+    assert gb.fits(gb.parse_config_name("X1_R4096_w16"), gb.GemvKernel(9216, 4096, "bfloat16"))
+    rows = [_row(9216, 3072, 1, {"X2_R4096_w16": 24.8, "X1_R1024_w8": 24.9, "X1_R2048_w8": 25.1})]
+    assert _best(kernel, rows) == "X1_R1024_w8"
