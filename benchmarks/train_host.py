@@ -1,11 +1,15 @@
-"""Training-step time per compile mode, one mode per fresh process, one process at a time on a quiet host.
+"""Step time per compile mode as a user's own loop runs it, one mode per fresh process, one at a time on a quiet host.
 
-Why beside the zoo: an eager training step (forward, backward, AdamW) is host-bound at a few ms, so the zoo's
-lanes -- other runs compiling on the same host while one is timed -- move it by up to 10% with identical kernels
-(gpt2-medium-train, H100: the zoo's lanes gave `hook` 0.92x `reduce-overhead` in both orders; here, alone, 1.00x).
-This times each mode alone and splits the host time by phase, so a host overhead of the product's shows.
+Why beside the zoo: an eager training step (forward, backward, AdamW) and a small model's inference call are
+host-bound at a few ms or less, so the zoo's lanes -- other runs compiling on the same host while one is timed --
+move them by up to 10% with identical kernels (gpt2-medium-train, H100: the zoo's lanes gave `hook` 0.92x
+`reduce-overhead` in both orders; here, alone, 1.00x). This times each mode alone, the steps back to back with one
+synchronisation per round (a training loop, or an inference loop that does not wait for each result), and splits the
+host time by phase, so a host overhead of the product's shows. An inference model's step is its forward alone, under
+``torch.no_grad`` as the zoo calls it.
 
     python -m benchmarks.train_host --model gpt2-medium-train --modes cudagraphs,hook,cudagraphs
+    python -m benchmarks.train_host --model llama-decode-b1 --modes cudagraphs,hook,cudagraphs,hook --steps 500
 """
 
 from __future__ import annotations
@@ -29,15 +33,20 @@ def measure(model: str, mode: str, rounds: int, steps: int) -> dict:
     from benchmarks.zoo import models, modes, worker
 
     module, inputs, kind = models.get(model).build(torch.device("cuda"))
-    if kind != "loss":
-        raise SystemExit(f"train_host: {model} is not a training model (its step returns {kind})")
-    module.train()
+    training = kind == "loss"
+    module.train(training)
     compiled = modes.parse_mode(mode).compile(module)
-    optimizer = torch.optim.AdamW(module.parameters(), lr=1e-4)
-    phases: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": []}
+    optimizer = torch.optim.AdamW(module.parameters(), lr=1e-4) if training else None
+    phases: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": []} if training else {"forward": []}
 
     def step(record: bool) -> None:
         t0 = time.perf_counter()
+        if not training:
+            with torch.no_grad():
+                compiled(*inputs)
+            if record:
+                phases["forward"].append((time.perf_counter() - t0) * 1e3)
+            return
         loss = compiled(*inputs)
         t1 = time.perf_counter()
         loss.backward()
@@ -69,7 +78,7 @@ def measure(model: str, mode: str, rounds: int, steps: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.train_host", description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="gpt2-medium-train", help="a zoo training model")
+    p.add_argument("--model", default="gpt2-medium-train", help="a zoo model (training: forward, backward, AdamW)")
     p.add_argument("--modes", default="cudagraphs,hook,cudagraphs",
                    help="comma list of zoo modes (cudagraphs is reduce-overhead); a mode named twice runs twice")
     p.add_argument("--rounds", type=int, default=3)
@@ -99,9 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         rec = json.loads(lines[-1])
         records.append(rec)
-        print(f"{mode:16s} step {rec['step_ms']:.3f} ms | host forward {rec['host_forward_ms']:.3f}, backward "
-              f"{rec['host_backward_ms']:.3f}, optimizer {rec['host_optimizer_ms']:.3f} ms | {rec['gpu']}, "
-              f"torch {rec['torch']}")
+        host = ", ".join(f"{key[5:-3]} {value:.3f}" for key, value in rec.items() if key.startswith("host_"))
+        print(f"{mode:16s} step {rec['step_ms']:.3f} ms | host {host} ms | {rec['gpu']}, torch {rec['torch']}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(records, indent=1) + "\n")
