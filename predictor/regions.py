@@ -43,13 +43,6 @@ def region_of(problem: Any) -> str | None:
     return SHORT_UNALIGNED if short_unaligned(problem.op, problem.dtype, problem.m, problem.n, problem.k) else None
 
 
-def in_region(region: str, problem: Any) -> bool:
-    """Whether ``problem`` (a ``Problem``) lies in ``region``."""
-    if region not in REGIONS:
-        raise ValueError(f"unknown region {region!r}; known: {', '.join(REGIONS)}")
-    return region_of(problem) == region
-
-
 def rows_in_region(region: str, rows: Any) -> Any:
     """Bool mask (numpy) of a dataset's rows (a DataFrame with op, dtype, m, n, k) that lie in ``region``."""
     if region not in REGIONS:

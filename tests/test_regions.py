@@ -17,7 +17,7 @@ from predictor.candidate import to_template_kwargs
 from predictor.device import DeviceInfo
 from predictor.features import runtime_feature_matrix
 from predictor.problem import Problem
-from predictor.regions import SHORT_UNALIGNED, in_region, region_of, rows_in_region, short_unaligned
+from predictor.regions import SHORT_UNALIGNED, region_of, rows_in_region, short_unaligned
 from predictor.runtime import policy
 from predictor.runtime.hook import GemmPruner, HookSettings
 from predictor.runtime.discovery import find_model
@@ -47,7 +47,6 @@ TOKEN_CORPUS = ROOT / "datasets" / "corpus" / "token_mixing_v1.parquet"
 ])
 def test_short_unaligned_takes_token_mixing_and_nothing_else(op, dtype, m, n, k, inside):
     problem = Problem(op, m, n, k, dtype)
-    assert in_region(SHORT_UNALIGNED, problem) is inside
     assert region_of(problem) == (SHORT_UNALIGNED if inside else None)
 
 
