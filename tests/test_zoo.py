@@ -370,6 +370,31 @@ def test_held_out_set5_moe_builds():
     assert [models.get(n).held_out_set for n in names] == [5] * 3
 
 
+def test_held_out_set8_architectures_build():
+    """The eighth held-out set's configs build and run at shrunk widths: OLMoE routes each token to 8 of exactly 64
+    experts (the many-experts bound, ``grouped_mm.MAX_DECODE_EXPERTS``), Llama 3.2 ties its head to the embedding."""
+    pytest.importorskip("transformers")
+    import torch
+
+    from predictor.runtime import grouped_mm
+
+    cpu, ids = torch.device("cpu"), torch.randint(0, 1000, (1, 3))
+    olmoe = models._olmoe_config(hidden_size=64, intermediate_size=32, num_attention_heads=4, num_key_value_heads=4,
+                                 vocab_size=1000)
+    assert (olmoe.num_experts, olmoe.num_experts_per_tok) == (grouped_mm.MAX_DECODE_EXPERTS, 8)
+    llama32 = models._llama32_config(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                     num_key_value_heads=2, head_dim=16, vocab_size=1000)
+    for config in (olmoe, llama32):
+        lm = models._hf("AutoModelForCausalLM", config, cpu, torch.float32)
+        logits = models.HFOut(lm, ("input_ids",), "logits", use_cache=False)(ids)
+        assert logits.shape == (1, 3, 1000) and torch.isfinite(logits).all()
+        if config is llama32:
+            assert lm.lm_head.weight.data_ptr() == lm.model.embed_tokens.weight.data_ptr()
+    names = ("mistral-decode-b1", "llama32-decode-b1", "olmoe-decode-b1", "olmoe-prefill", "vit-tiny-b8", "pvt-v2-b1",
+             "llama32-train")
+    assert [models.get(n).held_out_set for n in names] == [8] * 7
+
+
 def test_plot_without_plain_runs(tmp_path):
     """A folder of max-autotune runs alone (its plain runs kept elsewhere) plots a note, not an empty legend."""
     import warnings

@@ -146,3 +146,20 @@ def _qwen3_moe_config(**kw: Any):
     return Qwen3MoeConfig(**{**dict(hidden_size=2048, moe_intermediate_size=768, num_experts=128,
                                     num_experts_per_tok=8, num_attention_heads=32, num_key_value_heads=4,
                                     head_dim=128, vocab_size=151936, num_hidden_layers=2), **kw})
+
+
+# Held-out architectures, eighth set: added after every rule above was fixed and before any of their runs, never used
+# to tune anything. New here: a 7B decoder at batch 1 (GEMVs with K = 14336), a 128256-word tied vocabulary at batch 1
+# (Llama 3.2), exactly 64 routed experts of 1024, top-8, with no shared expert (OLMoE), and a Llama 3.2 training step.
+def _llama32_config(**kw: Any):
+    from transformers import LlamaConfig  # Llama-3.2-1B widths: 2048/8192, 32 heads, 8 kv, vocab 128256, tied
+    return LlamaConfig(**{**dict(hidden_size=2048, intermediate_size=8192, num_attention_heads=32,
+                                 num_key_value_heads=8, head_dim=64, vocab_size=128256, num_hidden_layers=2,
+                                 tie_word_embeddings=True, rope_theta=500000.0), **kw})
+
+
+def _olmoe_config(**kw: Any):
+    from transformers import OlmoeConfig  # OLMoE-1B-7B widths: 2048, 64 experts of 1024, top-8, 16 heads
+    return OlmoeConfig(**{**dict(hidden_size=2048, intermediate_size=1024, num_experts=64, num_experts_per_tok=8,
+                                 num_attention_heads=16, num_key_value_heads=16, vocab_size=50304,
+                                 num_hidden_layers=2), **kw})

@@ -18,7 +18,8 @@ from . import context_blocks
 from .configs import (  # noqa: F401 -- the tests build the configs at tiny widths through this module
     _llama_config, _qwen2_config, _bert_config, _mistral_config, _phi3_config, _opt_config, _neox_config,
     _gemma_config, _qwen3_config, _falcon_config, _starcoder2_config, _mixtral_config, _qwen2_moe_config,
-    _gemma2_config, _smollm2_config, _gpt2_medium_config, _qwen3_moe_config, _qwen25_config)
+    _gemma2_config, _smollm2_config, _gpt2_medium_config, _qwen3_moe_config, _qwen25_config, _llama32_config,
+    _olmoe_config)
 
 # build(device, dtype=None) -> (module, inputs, step_kind); dtype=None means the entry's own dtype.
 # step_kind "forward": the module returns the tensor compared with eager (logits / last hidden state);
@@ -471,6 +472,27 @@ _ENTRIES = [
     ZooModel("resmlp-24-240", "vision-mlp", "infer", "bfloat16", _timm("resmlp_24_224", 32, "bfloat16", img_size=240),
              "timm resmlp_24_224 at 240 px (225 tokens; affine norms, token linear), full depth; batch 32",
              held_out_set=7),
+    # held out, eighth set (see _llama32_config): added before any of their runs, not used to tune anything
+    ZooModel("mistral-decode-b1", "llm-decode", "infer", "bfloat16", _causal_lm(_mistral_config, 1, 1, "bfloat16"),
+             f"Mistral (7B widths: 4096/14336, 32 heads, 8 kv), {_TWO}; one token at batch 1, no KV cache (M=1)",
+             held_out_set=8),
+    ZooModel("llama32-decode-b1", "llm-decode", "infer", "bfloat16", _causal_lm(_llama32_config, 1, 1, "bfloat16"),
+             f"Llama 3.2 (1B widths: 2048/8192, 32 heads, 8 kv, vocab 128256, tied embeddings), {_TWO}; one token "
+             "at batch 1, no KV cache (M=1)", held_out_set=8),
+    ZooModel("olmoe-decode-b1", "llm-moe", "infer", "bfloat16", _causal_lm(_olmoe_config, 1, 1, "bfloat16"),
+             f"OLMoE-1B-7B widths (2048, 64 routed experts of 1024, top-8, no shared expert), {_TWO}; one token at "
+             "batch 1, no KV cache", held_out_set=8),
+    ZooModel("olmoe-prefill", "llm-moe", "infer", "bfloat16",
+             _causal_lm(_olmoe_config, 1, 512, "bfloat16", logits_to_keep=1),
+             f"OLMoE-1B-7B widths as olmoe-decode-b1, {_TWO}; 1x512 prefill, last-token logits", held_out_set=8),
+    ZooModel("vit-tiny-b8", "vision-transformer", "infer", "float16", _timm("vit_tiny_patch16_224", 8, "float16"),
+             "timm vit_tiny_patch16_224 (192 wide, 3 heads), full depth; batch 8", held_out_set=8),
+    ZooModel("pvt-v2-b1", "vision-transformer", "infer", "float16", _timm("pvt_v2_b1", 32, "float16"),
+             "timm pvt_v2_b1 (spatial-reduction attention, 64-512 wide, overlapping patch embeddings), full depth; "
+             "batch 32", held_out_set=8),
+    ZooModel("llama32-train", "train", "train", "bfloat16", _causal_lm_train(_llama32_config, 4, 256, "bfloat16"),
+             f"Llama 3.2 (1B widths, vocab 128256, tied embeddings), {_TWO}; bf16 weights, 4x256 tokens, causal-LM "
+             "loss, AdamW", held_out_set=8),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]
