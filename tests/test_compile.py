@@ -211,12 +211,13 @@ def test_a_backward_compiled_at_its_first_call_is_lowered_under_the_patches(monk
             predictor.uninstall()
 
 
-def test_tune_keeps_the_models_top_k_and_cublas_for_inductors_benchmark(recorded):
-    """tune=K: the hook prunes to the model's top K (cuBLAS kept beside them) and Inductor's benchmark picks; the
-    default decides one kernel per GEMM."""
+def test_tune_decides_then_benchmarks_the_decided_kinds_top_k(recorded):
+    """tune=K: the hook decides as the default does, then hands Inductor's benchmark the decided kind's top K
+    (policy "tune"); the default decides one kernel per GEMM. Both decide with the same gap."""
     default, tuned = compiling.recommended_settings(), compiling.recommended_settings(tune=3)
     assert (default.policy, default.top_k, default.keep_aten) == ("decide", 1, False)
-    assert (tuned.policy, tuned.top_k, tuned.keep_aten) == ("prune", 3, True)
+    assert (tuned.policy, tuned.top_k, tuned.keep_aten) == ("tune", 3, False)
+    assert tuned.decide_gap == default.decide_gap
     predictor.compile(_mlp(), tune=3)
     assert installing._STACK[-1].pruner.settings == tuned
 

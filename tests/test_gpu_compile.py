@@ -179,3 +179,31 @@ def test_named_backend_compiles_like_predictor_compile(feedback):
     stats = predictor.stats()
     assert stats["gemms_seen"] == 2 and stats["kept_total"] == 2, stats
     assert not feedback
+
+
+def test_tune_benchmarks_only_the_decided_kind():
+    """predictor.compile(tune=3): every benchmark Inductor runs holds at most 3 choices and no cuBLAS one (a GEMM
+    decided for cuBLAS is not benchmarked at all), and the output matches eager."""
+    from torch._inductor import config, select_algorithm
+    from torch._inductor.utils import fresh_cache
+
+    benchmarked: list[list[bool]] = []
+    select_algorithm.add_feedback_saver(lambda timings, *rest: benchmarked.append(
+        [isinstance(c, select_algorithm.ExternKernelCaller) for c in timings]))
+    torch._dynamo.reset()
+    try:
+        torch.manual_seed(0)
+        mlp = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024))
+        mlp = mlp.cuda().to(torch.bfloat16)
+        x = torch.randn(512, 1024, device="cuda", dtype=torch.bfloat16)
+        with torch.no_grad(), fresh_cache(), config.patch(fx_graph_cache=False, autotune_local_cache=False):
+            out = predictor.compile(mlp, tune=3, cudagraphs=False)(x)
+            torch.testing.assert_close(out, mlp(x), rtol=5e-2, atol=5e-2)
+        stats = predictor.stats()
+        assert stats["gemms_seen"] >= 2 and stats["kept_total"] <= 3 * stats["gemms_seen"], stats
+        assert all(len(kinds) <= 3 and not any(kinds) for kinds in benchmarked), benchmarked
+    finally:
+        select_algorithm.clear_feedback_savers()
+        torch._dynamo.reset()
+        while installing._STACK:
+            predictor.uninstall()

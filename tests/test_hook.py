@@ -880,6 +880,7 @@ def test_unknown_op_keeps_the_aten_choice_alone_by_default_and_everything_on_req
 def test_settings_refuse_an_unknown_policy_or_fallback():
     with pytest.raises(ValueError, match="policy"):
         HookSettings(policy="vote")
+    assert HookSettings(policy="tune").policy == "tune"
     with pytest.raises(ValueError, match="fallback"):
         HookSettings(fallback="cublas")
     with pytest.raises(ValueError, match="decide_gap"):
@@ -912,6 +913,22 @@ def test_decide_keeps_exactly_one_choice_triton_only_past_the_gap():
     assert pruner(PositionRanker(scores), policy="decide").filter(choices, inputs, "mm") == [choices[4]]
     assert pruner(PositionRanker(scores), policy="decide", decide_gap=0.0).filter(choices, inputs, "mm") == [choices[0]]
     assert confident.stats()["kept_total"] == 1 and confident.stats()["pruned"] == 1
+
+
+def test_tune_benchmarks_only_the_decided_kind():
+    """policy "tune" (predictor.compile(tune=K)): where the decision is cuBLAS, cuBLAS alone (nothing to benchmark);
+    where it is a Triton kernel, the model's K best non-aten candidates, cuBLAS left out, in Inductor's order."""
+    choices = fake_choices(PROBLEM)
+    inputs = mm_inputs(512, 768, 3072)
+    scores = np.arange(len(choices), dtype=float) / 10.0  # later choices score higher; aten (index 0) lowest
+    triton = pruner(PositionRanker(scores), policy="tune", top_k=3, decide_gap=0.0)
+    assert triton.filter(choices, inputs, "mm") == choices[-3:]
+    scores[0] = 10.0  # cuBLAS leads the favourite Triton kernel by more than any gap: cuBLAS alone
+    assert pruner(PositionRanker(scores), policy="tune", top_k=3).filter(choices, inputs, "mm") == [choices[0]]
+    scores[0] = 1.0  # within the default gap (-2.5): the decision is Triton, so cuBLAS is not benchmarked beside it
+    kept = pruner(PositionRanker(scores), policy="tune", top_k=2).filter(choices, inputs, "mm")
+    assert kept == choices[-2:] and choices[0] not in kept
+    assert triton.stats()["kept_total"] == 3
 
 
 def test_decide_trusts_triton_only_for_kinds_the_model_was_trained_on():

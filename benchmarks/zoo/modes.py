@@ -57,7 +57,7 @@ def _hook(module: nn.Module, **kwargs: Any) -> Callable:
 
 
 def _hook_tuned(module: nn.Module, **kwargs: Any) -> Callable:
-    """``predictor.compile(tune=5)``: the model's top 5 per GEMM (and cuBLAS) in Inductor's own benchmark."""
+    """``predictor.compile(tune=5)``: the decided kind's top 5 per GEMM in Inductor's own benchmark."""
     return _hook(module, **{"tune": 5, **kwargs})
 
 

@@ -6,7 +6,7 @@ name is registered through the ``torch_dynamo_backends`` entry point (pyproject.
 by ``register()`` for a checkout used without installing.
 
 ``mode`` as torch.compile passes it: ``None``, ``"default"`` and ``"reduce-overhead"`` give ``predictor.compile``'s
-default (CUDA graph trees included); ``"max-autotune"`` benchmarks the model's top 5 per GEMM (``tune=5``);
+default (CUDA graph trees included); ``"max-autotune"`` benchmarks the decided kind's top 5 per GEMM (``tune=5``);
 ``"max-autotune-no-cudagraphs"`` the same without CUDA graphs. ``options`` are Inductor options, as for
 ``predictor.compile``. The accumulated-gradient guard needs the module and is ``predictor.compile``'s alone.
 """

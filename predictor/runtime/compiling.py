@@ -62,11 +62,12 @@ RECOMMENDED_OPTIONS: dict[str, Any] = {
 def recommended_settings(model: str | os.PathLike | None = None, decide_gap: float = DECIDE_MIN_GAP,
                          fallback: str = "aten", tune: int | None = None) -> HookSettings:
     """The hook settings ``predictor.compile`` installs: one choice per GEMM, decided by the model; with ``tune=K``
-    the model's top K (cuBLAS kept beside them) for Inductor's own benchmark to pick from."""
+    the same decision, then the decided kind's top K for Inductor's own benchmark to pick from: cuBLAS alone where
+    the model chose cuBLAS, its K best Triton kernels where it chose Triton (``policy.tuned_choices``)."""
     model = None if model is None else str(model)
     if tune is not None:
-        return HookSettings(model=model, top_k=tune, keep_aten=True, margin=None, aten_alone_below_us=None,
-                            policy="prune", fallback=fallback)
+        return HookSettings(model=model, top_k=tune, keep_aten=False, margin=None, aten_alone_below_us=None,
+                            policy="tune", decide_gap=decide_gap, fallback=fallback)
     return HookSettings(model=model, top_k=1, keep_aten=False, margin=None, aten_alone_below_us=None,
                         policy="decide", decide_gap=decide_gap, fallback=fallback)
 
@@ -165,7 +166,7 @@ def gemv_choice() -> Callable[[GemvKernel], Any]:
     best; under ``tune=K`` (the installed hook prunes to K) the table's K best, benchmarked by Inductor on each
     kernel's first call as the K GEMM candidates are."""
     settings = installing._STACK[-1].pruner.settings if installing._STACK else None
-    top = settings.top_k if settings is not None and settings.policy == "prune" else 1
+    top = settings.top_k if settings is not None and settings.policy in ("prune", "tune") else 1
     return functools.partial(choose_from_table, rows=gemv_blocks.table_for_this_gpu(), top=top)
 
 
@@ -186,9 +187,9 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     (``predictor.runtime.policy.DECIDE_MIN_GAP``, -2.5; int8/fp8 GEMMs and float32 mm/addmm never below 0.0, few
     rows with a long K never below 2.0).
     ``fallback``: what a GEMM the hook cannot rank gets (``"aten"``, plain's choice; ``"full"``, stock
-    max-autotune). ``tune``: benchmark the model's top ``tune`` kernels per GEMM (and cuBLAS), and the GEMV block
-    table's top ``tune`` configs per GEMV kernel, in Inductor's own benchmark instead of deciding alone: a longer
-    compile for users who accept one.
+    max-autotune). ``tune``: where the model decides a Triton kernel, benchmark its top ``tune`` Triton kernels in
+    Inductor's own benchmark (a GEMM decided for cuBLAS keeps cuBLAS, unbenchmarked), and the GEMV block table's top
+    ``tune`` configs per GEMV kernel: a longer compile for users who accept one.
     ``size_ranges``: under ``dynamic=True``, each GEMM whose M is symbolic gets one kernel per range of M (2-16,
     17-64, 65-256; cuBLAS above), chosen by the model and dispatched on the actual M (``runtime.size_ranges``;
     such graphs run without CUDA graph trees). Off by default: in the H100 serving runs it lost to the default,

@@ -4,8 +4,7 @@
 ``InductorChoices`` subclass whose ``_finalize_template_configs`` (same signature in torch 2.11 and 2.13) receives
 every GEMM's cheap ``KernelTemplateChoice`` list *before* any ChoiceCaller is created, compiled or benchmarked. The
 pruner maps each choice to a :class:`~predictor.candidate.Candidate`, reads the :class:`~predictor.problem.Problem`
-off the kernel inputs, scores the candidates and returns the best ``top_k`` (and, with ``keep_aten``, the best aten
-choice) in Inductor's own order.
+off the kernel inputs, scores the candidates and returns what ``settings.policy`` keeps, in Inductor's own order.
 
 The hook must never break a compile: any exception, an unknown op or template, or a model that does not fit this
 GPU makes it log one warning and keep the aten choice alone (``fallback="aten"``) or Inductor's full list
@@ -38,8 +37,8 @@ from .inductor_inputs import (_lowering_node, _operands_key, _tf32_enabled, one_
                               problem_from_inputs, scaled_op)
 from .region_models import RegionModel, load_region_models, model_for
 from .policy import (EXPLICIT_KIND_OPS, GAP_FLOORS, aten_alone_if_small, decide_gap_for, decide_one, fallback_choices,
-                     keep_best, out_of_training_range, override_choice, trusted_kind, untrained_kind,
-                     with_aten_fallback, with_epilogue_templates)
+                     keep_best, out_of_training_range, override_choice, trusted_kind, tuned_choices,
+                     untrained_kind, with_aten_fallback, with_epilogue_templates)
 from ..problem import Problem
 from .settings import HookSettings
 from .split_addmm import SplitAddmm
@@ -390,7 +389,7 @@ class GemmPruner:
                 groups.setdefault(hint, []).append(i)
         hinted = any(h is not None for h in groups)
         choosing_hints = hinted and s.hints == "predict"
-        deciding = s.policy == "decide" and not hinted
+        deciding = s.policy in ("decide", "tune") and not hinted
         if len(choices) == 1 or (not deciding and not choosing_hints
                                  and all(len(members) <= s.top_k for members in groups.values())):
             return choices  # nothing to prune: skip the problem and the model
@@ -421,7 +420,8 @@ class GemmPruner:
                     self.decision_observer(choices, scores, is_aten, chosen, problem, kernel_inputs, op_name)
                 except Exception as exc:  # noqa: BLE001
                     self._warn_once("observe", f"observing the decision for {op_name} failed ({type(exc).__name__}: {exc})")
-            return [choices[chosen]]
+            kept = tuned_choices(scores, is_aten, chosen, s.top_k) if s.policy == "tune" else [chosen]
+            return [choices[i] for i in kept]
 
         # Inductor's scheduler needs a Triton kernel for every hint in config.multi_kernel_hints (it takes the
         # min over each hint group's Triton timings), so a hint not worth autotuning keeps its favourite alone

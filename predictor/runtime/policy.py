@@ -182,6 +182,20 @@ def decide_one(scores: np.ndarray, is_aten: Sequence[bool], trusted: bool, min_g
     return best_aten
 
 
+def tuned_choices(scores: np.ndarray, is_aten: Sequence[bool], chosen: int, k: int) -> np.ndarray:
+    """What ``predictor.compile(tune=K)`` hands Inductor's benchmark for one GEMM (indices, ascending): the kind
+    ``decide_one`` chose, and only it. cuBLAS alone where it chose cuBLAS (nothing benchmarked); else the model's K
+    best non-aten candidates, cuBLAS left out. Why: Inductor times each candidate alone, without the program around
+    it. Where tuning the model's top 5 beside cuBLAS swapped a decided cuBLAS GEMM for a Triton template, the step
+    ran 1.073x slower in geomean (18 model runs on the H100 and H200, up to 1.25x: bert-base, vit-base; finding 81)."""
+    scores = np.asarray(scores, dtype=float)
+    is_aten = np.asarray(is_aten, dtype=bool)
+    if is_aten[chosen]:
+        return np.asarray([chosen])
+    others = np.flatnonzero(~is_aten)
+    return np.sort(others[np.argsort(-scores[others], kind="stable")[:k]])
+
+
 def runner_up(scores: np.ndarray, is_aten: Sequence[bool], chosen: int) -> tuple[int | None, float | None]:
     """The decision ``decide_one`` did not take, and the score gap behind it: ``(alternative, gap)``.
 

@@ -27,7 +27,9 @@ class HookSettings:
     override_gap: float | None = None
     cutlass_top_k: int | None = None
     epilogue_templates: int = 0
-    policy: str = "prune"  # "prune": keep the top k for Inductor to benchmark; "decide": one choice, no benchmark
+    # "prune": keep the top k for Inductor to benchmark; "decide": one choice, no benchmark; "tune": decide, then
+    # the decided kind's top k for Inductor to benchmark (policy.tuned_choices)
+    policy: str = "prune"
     decide_gap: float = DECIDE_MIN_GAP
     fallback: str = "aten"  # what a GEMM the hook cannot rank keeps: "aten" (plain's choice) or "full"
 
@@ -57,8 +59,8 @@ class HookSettings:
             raise ValueError(f"epilogue_templates must be a non-negative integer, got {et!r}")
         if self.hints not in (None, "predict"):
             raise ValueError(f"unknown hints mode {self.hints!r}; expected None or 'predict'")
-        if self.policy not in ("prune", "decide"):
-            raise ValueError(f"unknown policy {self.policy!r}; expected 'prune' or 'decide'")
+        if self.policy not in ("prune", "decide", "tune"):
+            raise ValueError(f"unknown policy {self.policy!r}; expected 'prune', 'decide' or 'tune'")
         if self.fallback not in FALLBACKS:
             raise ValueError(f"unknown fallback {self.fallback!r}; expected one of {', '.join(FALLBACKS)}")
         gap = self.decide_gap
