@@ -10,23 +10,32 @@ host time by phase, so a host overhead of the product's shows. An inference mode
 
     python -m benchmarks.train_host --model gpt2-medium-train --modes cudagraphs,hook,cudagraphs
     python -m benchmarks.train_host --model llama-decode-b1 --modes cudagraphs,hook,cudagraphs,hook --steps 500
+    python -m benchmarks.train_host --model llama-decode-b1 --modes cudagraphs,hook --steps 500 --profile 300
+
+``--profile N`` then runs N more steps under cProfile and prints the functions that took the most host time: the
+same calls in two modes, each slower in one process, is host variance; an extra call per step is the mode's work.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 
-def measure(model: str, mode: str, rounds: int, steps: int) -> dict:
-    """One zoo mode in this process: median step time over ``rounds`` x ``steps`` and the host time per phase."""
+def measure(model: str, mode: str, rounds: int, steps: int, profile: int = 0) -> dict:
+    """One zoo mode in this process: median step time over ``rounds`` x ``steps`` and the host time per phase;
+    with ``profile``, that many more steps under cProfile (function calls and host seconds per step, top functions)."""
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp())  # empty caches: a compile like a user's
     import torch
 
@@ -71,9 +80,31 @@ def measure(model: str, mode: str, rounds: int, steps: int) -> dict:
             step(True)
         torch.cuda.synchronize()
         step_ms.append((time.perf_counter() - t0) * 1e3 / steps)
-    return {"model": model, "mode": mode, "step_ms": statistics.median(step_ms), "step_ms_rounds": step_ms,
-            "first_steps_s": first_steps_s,
-            **{f"host_{name}_ms": statistics.median(v) for name, v in phases.items()}, **worker.environment()}
+    record = {"model": model, "mode": mode, "step_ms": statistics.median(step_ms), "step_ms_rounds": step_ms,
+              "first_steps_s": first_steps_s,
+              **{f"host_{name}_ms": statistics.median(v) for name, v in phases.items()}, **worker.environment()}
+    if profile:
+        record.update(_profiled(lambda: step(False), profile))
+    return record
+
+
+def _profiled(step: Callable[[], Any], steps: int, top: int = 12) -> dict:
+    """``steps`` steps under cProfile: Python function calls per step, profiled host ms per step, and the ``top``
+    functions by their own time (name, calls per step, own us per step)."""
+    import torch
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(steps):
+        step()
+    profiler.disable()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    stats = pstats.Stats(profiler, stream=io.StringIO())
+    rows = sorted(stats.stats.items(), key=lambda item: -item[1][2])[:top]  # (file, line, name) -> (cc, nc, tt, ct, _)
+    return {"profile_calls_per_step": stats.total_calls / steps, "profile_host_ms": stats.total_tt * 1e3 / steps,
+            "profile_top": [[f"{Path(f).name}:{line}({name})", nc / steps, tt * 1e6 / steps]
+                            for (f, line, name), (_cc, nc, tt, _ct, _callers) in rows]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,11 +114,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma list of zoo modes (cudagraphs is reduce-overhead); a mode named twice runs twice")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="then N more steps under cProfile: calls and host time per step, the top functions")
     p.add_argument("--out", type=Path, help="write the records here as JSON")
     p.add_argument("--one", help=argparse.SUPPRESS)  # the child process: measure this mode and print its record
     args = p.parse_args(argv)
     if args.one:
-        print(json.dumps(measure(args.model, args.one, args.rounds, args.steps)))
+        print(json.dumps(measure(args.model, args.one, args.rounds, args.steps, args.profile)))
         return 0
     from benchmarks.zoo import modes
 
@@ -100,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     records = []
     for mode in names:
         cmd = [sys.executable, "-m", "benchmarks.train_host", "--model", args.model, "--one", mode,
-               "--rounds", str(args.rounds), "--steps", str(args.steps)]
+               "--rounds", str(args.rounds), "--steps", str(args.steps), "--profile", str(args.profile)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
         if done.returncode or not lines:
@@ -110,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         records.append(rec)
         host = ", ".join(f"{key[5:-3]} {value:.3f}" for key, value in rec.items() if key.startswith("host_"))
         print(f"{mode:16s} step {rec['step_ms']:.3f} ms | host {host} ms | {rec['gpu']}, torch {rec['torch']}")
+        if "profile_top" in rec:
+            print(f"{'':16s} profiled: {rec['profile_calls_per_step']:.0f} Python calls, "
+                  f"{rec['profile_host_ms']:.3f} host ms per step; most own time:")
+            for name, calls, own_us in rec["profile_top"]:
+                print(f"{'':18s}{own_us:8.1f} us {calls:6.1f}x {name}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(records, indent=1) + "\n")

@@ -519,6 +519,24 @@ def test_a_run_times_out_on_its_own_time_not_on_its_waits_for_other_lanes(tmp_pa
     slow.wait()
 
 
+def test_train_host_profile_counts_python_calls_per_step():
+    """--profile: cProfile's count of Python calls per step and the functions with the most own time."""
+    from benchmarks import train_host
+
+    def inner() -> int:
+        return sum(range(1000))
+
+    def step() -> None:
+        inner()
+        inner()
+
+    got = train_host._profiled(step, 10, top=10)
+    assert got["profile_calls_per_step"] >= 3  # step and inner twice, besides the builtins they call
+    assert got["profile_host_ms"] > 0 and len(got["profile_top"]) <= 10
+    calls = {name.rsplit("(", 1)[-1].rstrip(")"): n for name, n, _us in got["profile_top"]}
+    assert calls["inner"] == 2 and calls["step"] == 1
+
+
 def test_train_host_refuses_an_unknown_mode_naming_it(capsys):
     """The quiet-host training benchmark checks its modes before starting any GPU process."""
     from benchmarks import train_host
