@@ -990,6 +990,10 @@ def test_decide_keeps_one_choice_across_a_split_addmm_lowering():
     other = pruner(FamilyRanker(1.0), policy="decide", fallback="aten", decide_gap=2.0)
     lone = other.filter(triton_call, FakeInputs(a, b, bias=bias_2d), "addmm")
     assert len(lone) == 1
+    # tune=K: the same decision; where it is Triton, the model's top K of the Triton call (cuBLAS from the aten call)
+    tuned = lower(pruner(FamilyRanker(3.0), policy="tune", top_k=2, fallback="aten", decide_gap=2.0))
+    assert len(tuned[0]) == 1 and tuned[1] == [] and len(tuned[2]) == 2 and triton_call[-1] in tuned[2]
+    assert lower(pruner(FamilyRanker(1.0), policy="tune", top_k=2, fallback="aten", decide_gap=2.0))[1:] == [[], []]
     # torch 2.11's single call (aten and Triton together) is decided as before
     together = pruner(FamilyRanker(1.0), policy="decide", fallback="aten", decide_gap=2.0)
     assert together.filter(aten_call + triton_call, FakeInputs(a, b, bias=bias_2d), "addmm") in ([aten_call[0]],

@@ -4,7 +4,7 @@ torch >= 2.13 lowers ``addmm`` in three ``_finalize_template_configs`` calls for
 other on one thread: the aten choices (with the 1-D bias), a contiguous-bias subgraph, the Triton templates; torch
 2.11 in one call. Deciding each call alone would keep an aten choice, the subgraph and a Triton pick, which
 Inductor then benchmarks against each other: compile time, and its biased benchmark deciding. Only
-``policy="decide"`` with ``fallback="aten"`` acts on it.
+``policy="decide"`` or ``"tune"`` with ``fallback="aten"`` acts on it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 
 from ..candidate import Candidate, from_template_kwargs
 from .inductor_inputs import _lowering_node, _operands_key, _tf32_enabled, problem_from_inputs
-from .policy import decide_one, is_aten_choice, out_of_training_range
+from .policy import decide_one, is_aten_choice, out_of_training_range, tuned_choices
 from .region_models import model_for
 from .settings import HookSettings
 
@@ -34,7 +34,7 @@ class SplitAddmm:
     def is_later_part(self, settings: HookSettings, choices: list[Any], kernel_inputs: Any, op_name: str) -> bool:
         """Whether ``choices`` is the non-aten part of an ``addmm`` whose aten choices came in the call just
         before, on this thread, for the same operands."""
-        if op_name != "addmm" or settings.policy != "decide" or settings.fallback != "aten":
+        if op_name != "addmm" or settings.policy not in ("decide", "tune") or settings.fallback != "aten":
             return False
         key = _operands_key(list(kernel_inputs.nodes()) if hasattr(kernel_inputs, "nodes") else [])
         # the FX node being lowered ties the calls to one lowering: operand names, sizes and strides repeat across
@@ -54,8 +54,9 @@ class SplitAddmm:
 
     def decide(self, pruner: Any, choices: list[Any], kernel_inputs: Any) -> list[Any]:
         """Nothing (the aten choice kept in the earlier call stands, as plain ``torch.compile`` runs it) unless the
-        model's favourite here beats cuBLAS, scored as a virtual aten candidate, by the decide gap. An unknown
-        template (the contiguous-bias subgraph) keeps nothing."""
+        model's favourite here beats cuBLAS, scored as a virtual aten candidate, by the decide gap: then that one, or
+        under ``policy="tune"`` the model's top k here. An unknown template (the contiguous-bias subgraph) keeps
+        nothing."""
         if pruner.ranker is None:
             return []
         try:
@@ -74,6 +75,11 @@ class SplitAddmm:
         scores = pruner.scores(problem, every, [None] * len(every), region)
         if scores.shape != (len(every),) or not np.isfinite(scores).all():
             return []
-        chosen = decide_one(scores, [c.family == "aten" for c in every], pruner.may_pick_triton(problem, kernel_inputs),
+        is_aten = [c.family == "aten" for c in every]
+        chosen = decide_one(scores, is_aten, pruner.may_pick_triton(problem, kernel_inputs),
                             pruner.decide_gap(problem, region))
-        return [] if chosen >= len(cands) else [choices[chosen]]
+        if chosen >= len(cands):
+            return []
+        settings = pruner.settings
+        kept = tuned_choices(scores, is_aten, chosen, settings.top_k) if settings.policy == "tune" else [chosen]
+        return [choices[i] for i in kept]
