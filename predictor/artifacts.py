@@ -372,7 +372,7 @@ def _pruning_lines(meta: dict[str, Any]) -> list[str]:
                   f"{plain.get('kept_mean', float('nan')):.2f} kept for the plain top {pruning.get('top_k')}", ""]
     if isinstance(ranges, dict):
         lines += [f"- trained on ops {ranges.get('ops')}, dtypes {ranges.get('dtypes')}; m {ranges.get('m')}, "
-                  f"n {ranges.get('n')}, k {ranges.get('k')} (the hook passes other ops/dtypes through)", ""]
+                  f"n {ranges.get('n')}, k {ranges.get('k')} (the hook gives other ops/dtypes cuBLAS alone, `fallback='aten'`)", ""]
     return lines
 
 
@@ -388,8 +388,9 @@ def model_card(meta: dict[str, Any]) -> str:
     lines = [
         f"# Model card: {meta.get('name', ranker.get('name', 'model'))}",
         "",
-        f"Ranks PyTorch Inductor GEMM candidates (space `{meta.get('space', 'default')}`) so that max-autotune "
-        "benchmarks only the top k. Higher score = predicted faster.",
+        f"Ranks PyTorch Inductor GEMM candidates (space `{meta.get('space', 'default')}`); higher score = predicted "
+        "faster. `predictor.compile` takes one candidate per GEMM from it; `predictor.install` prunes max-autotune's "
+        "list to its top k.",
         *([f"Region model: it ranks only the GEMMs of region `{meta['region']}` (`predictor/regions.py`), which the "
            "hook scores with it beside the GPU's main model; it was trained and scored on that region's problems."]
           if meta.get("region") else []),
@@ -420,7 +421,8 @@ def model_card(meta: dict[str, Any]) -> str:
         "",
         "## Intended GPU",
         f"- {device.get('gpu')} (compute capability {device.get('cc')}), {device.get('sm_count')} SMs; "
-        "`load_model` refuses any other GPU.",
+        "`load_model` refuses any other GPU; the hook uses it on another GPU of the same architecture, with a "
+        "warning, unless `allow_similar_gpu=False`.",
         "",
         "## Held-out metrics (fraction of the best time reached by the best of the top k; geometric mean)",
         _metrics_table(heldout),
@@ -429,7 +431,7 @@ def model_card(meta: dict[str, Any]) -> str:
         "- Valid only for the GPU above and for the Inductor candidate lists of the torch/triton versions it "
         "was measured with; a new torch may offer candidates the model never saw.",
         "- Shapes far outside the training corpus (families, dtypes, sizes) are extrapolation; check the "
-        "per-family metrics of `predictor evaluate` before relying on it there.",
+        "per-family metrics of `gemm-predictor evaluate` before relying on it there.",
         "- Labels are kernel times with a flushed L2; warm-L2 steady state can order small GEMMs differently.",
         "",
     ]
