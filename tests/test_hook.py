@@ -994,6 +994,20 @@ def test_decide_keeps_one_choice_across_a_split_addmm_lowering():
     tuned = lower(pruner(FamilyRanker(3.0), policy="tune", top_k=2, fallback="aten", decide_gap=2.0))
     assert len(tuned[0]) == 1 and tuned[1] == [] and len(tuned[2]) == 2 and triton_call[-1] in tuned[2]
     assert lower(pruner(FamilyRanker(1.0), policy="tune", top_k=2, fallback="aten", decide_gap=2.0))[1:] == [[], []]
+    # Inductor then hands the three calls' ChoiceCallers to its preprocessing step together: where the decision was
+    # Triton, the aten call's cuBLAS choice is dropped there, so nothing (decide) or only Triton (tune) is benchmarked
+    class ExternKernelCaller:  # named as Inductor's extern (aten) ChoiceCaller class
+        input_nodes = (bias_1d, a, b)
+
+    class TritonTemplateCaller:
+        input_nodes = (bias_2d, a, b)
+
+    callers = [ExternKernelCaller(), TritonTemplateCaller()]
+    lower(sure)
+    assert sure.preprocess(callers) == callers[1:]
+    assert sure.preprocess(callers) == callers  # once: the next GEMM with these operands is decided afresh
+    lower(unsure)
+    assert unsure.preprocess(callers) == callers  # decided cuBLAS: it stays
     # torch 2.11's single call (aten and Triton together) is decided as before
     together = pruner(FamilyRanker(1.0), policy="decide", fallback="aten", decide_gap=2.0)
     assert together.filter(aten_call + triton_call, FakeInputs(a, b, bias=bias_2d), "addmm") in ([aten_call[0]],

@@ -449,3 +449,17 @@ def test_the_hooks_cache_keys_carry_the_decompositions_source(monkeypatch):
     monkeypatch.setattr(hook, "decompositions_digest", lambda: "another-rule")
     assert hook.GemmPruner(HookSettings()).uuid() != before
     assert b"another-rule" in pickle.dumps(hook.GemmPruner(HookSettings()))
+
+
+def test_the_decompositions_digest_covers_the_rules_that_pick_kernels(monkeypatch):
+    """A changed decision rule (the hook, policy or split addmm source) changes the digest, so a graph lowered under
+    the older rule is not reused from Inductor's cache."""
+    from pathlib import Path
+
+    from predictor.runtime.decompositions import decompositions_digest
+
+    before = decompositions_digest.__wrapped__()
+    original = Path.read_bytes
+    for name in ("policy.py", "split_addmm.py", "hook.py"):
+        monkeypatch.setattr(Path, "read_bytes", lambda self, n=name: original(self) + (b"#" if self.name == n else b""))
+        assert decompositions_digest.__wrapped__() != before, name

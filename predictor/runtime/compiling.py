@@ -163,8 +163,8 @@ def _inner_compile_as_decided(gemv_blocks_choice: Callable[[GemvKernel], Any]) -
 
 def gemv_choice() -> Callable[[GemvKernel], Any]:
     """How this compile's GEMV kernels get their blocks (the table read once here, not per kernel): the table's
-    best; under ``tune=K`` (the installed hook prunes to K) the table's K best, benchmarked by Inductor on each
-    kernel's first call as the K GEMM candidates are."""
+    best; under ``tune=K`` (the installed hook's policy "tune") the table's K best, benchmarked by Inductor on each
+    kernel's first call."""
     settings = installing._STACK[-1].pruner.settings if installing._STACK else None
     top = settings.top_k if settings is not None and settings.policy in ("prune", "tune") else 1
     return functools.partial(choose_from_table, rows=gemv_blocks.table_for_this_gpu(), top=top)

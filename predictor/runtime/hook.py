@@ -178,7 +178,7 @@ class GemmPruner:
         if self.metadata.get("space", "default") != s.space:
             log.warning("%s was trained on the %r space, the hook prunes the %r space; its ranking may be off",
                         folder, self.metadata.get("space"), s.space)
-        log.info("gemm-predictor: pruning GEMM choices to top %d with %s (%s)", s.top_k, folder,
+        log.info("gemm-predictor: %s GEMM choices (top %d) with %s (%s)", s.policy, s.top_k, folder,
                  self.metadata.get("ranker", {}).get("name"))
 
     def _disable(self, reason: str, message: str) -> None:
@@ -246,9 +246,9 @@ class GemmPruner:
         return chosen
 
     def preprocess(self, choices: list[Any]) -> list[Any]:
-        """Inductor's preprocessing step over the whole ChoiceCaller list, where CUTLASS choices appear
-        (``predictor.runtime.cutlass.keep_cutlass``: none beside a GEMM cut to cuBLAS alone, else the ``cutlass_top_k``
-        best). Any error keeps the list as it is."""
+        """Inductor's preprocessing step over a GEMM's ChoiceCallers: ``SplitAddmm.without_aten``, then CUTLASS pruning
+        (``cutlass.keep_cutlass``: none beside a GEMM cut to cuBLAS alone, else the ``cutlass_top_k`` best)."""
+        choices = self._split_addmm.without_aten(choices)
         if not any(map(is_cutlass_choice, choices)):
             return choices
         try:

@@ -100,9 +100,11 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
         hints: with ``config.multi_kernel_hints``, "predict" autotunes only the hints the model expects to win
             (``runtime.hints``); None autotunes every hint group.
         policy: "prune" keeps the top k for Inductor to benchmark; "decide" keeps one choice per GEMM with no
-            benchmark (``runtime.policy``; what ``predictor.compile`` uses).
-        decide_gap: "decide" takes the model's favourite Triton choice when its score minus aten's is at least
-            this (negative: it may trail), else aten.
+            benchmark (``runtime.policy``; what ``predictor.compile`` uses); "tune" decides, then keeps the decided
+            kind's top k (``policy.tuned_choices``; ``predictor.compile(tune=k)``). "decide" and "tune" ignore
+            keep_aten, margin and aten_alone_below_us.
+        decide_gap: "decide" and "tune" take the model's favourite Triton choice when its score minus aten's is at
+            least this (negative: it may trail), else aten.
         fallback: what an unrankable GEMM keeps: "aten" (as plain ``torch.compile``) or "full" (stock
             max-autotune).
         _device: tests only; pretend this is the GPU.

@@ -1,5 +1,6 @@
 """What the hook keeps of one GEMM's choices: the pruning rules (``policy="prune"``, shared with the offline
-evaluation), and what it keeps when it decides alone (``policy="decide"``) or cannot decide.
+evaluation), what it keeps when it decides alone (``policy="decide"``) or decides and then lets Inductor benchmark
+within the decided kind (``policy="tune"``), and when it cannot decide.
 
 Why decide rather than prune: whatever survives beside cuBLAS goes through Inductor's benchmark, which
 overstates cuBLAS on small GEMMs and times bare kernels out of the program's context, so a Triton kernel kept

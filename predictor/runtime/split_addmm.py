@@ -4,7 +4,9 @@ torch >= 2.13 lowers ``addmm`` in three ``_finalize_template_configs`` calls for
 other on one thread: the aten choices (with the 1-D bias), a contiguous-bias subgraph, the Triton templates; torch
 2.11 in one call. Deciding each call alone would keep an aten choice, the subgraph and a Triton pick, which
 Inductor then benchmarks against each other: compile time, and its biased benchmark deciding. Only
-``policy="decide"`` or ``"tune"`` with ``fallback="aten"`` acts on it.
+``policy="decide"`` or ``"tune"`` with ``fallback="aten"`` acts on it. The aten call keeps cuBLAS before the Triton
+call is decided; where the decision is Triton, Inductor's preprocessing step, which sees the three calls' choices
+together before any benchmark, drops that cuBLAS choice (``without_aten``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ _ATEN_ADDMM = (Candidate("aten", aten_op="addmm"), Candidate("aten", aten_op="bi
 
 
 class SplitAddmm:
-    """Remembers, per compiling thread, the operands of the last ``addmm`` call that offered aten choices."""
+    """Remembers, per compiling thread, the operands of the last ``addmm`` call that offered aten choices, and of
+    the last one decided for Triton in a later call."""
 
     def __init__(self) -> None:
         self._thread = threading.local()
@@ -57,6 +60,7 @@ class SplitAddmm:
         model's favourite here beats cuBLAS, scored as a virtual aten candidate, by the decide gap: then that one, or
         under ``policy="tune"`` the model's top k here. An unknown template (the contiguous-bias subgraph) keeps
         nothing."""
+        self._thread.triton_key = None
         if pruner.ranker is None:
             return []
         try:
@@ -82,4 +86,15 @@ class SplitAddmm:
             return []
         settings = pruner.settings
         kept = tuned_choices(scores, is_aten, chosen, settings.top_k) if settings.policy == "tune" else [chosen]
+        self._thread.triton_key = getattr(self._thread, "aten_key", None)
         return [choices[i] for i in kept]
+
+    def without_aten(self, callers: list[Any]) -> list[Any]:
+        """Inductor's ChoiceCallers of one GEMM, less the aten ones where they belong to the ``addmm`` just decided
+        for Triton (``decide``), so that cuBLAS is not benchmarked beside the decision; else as they are."""
+        key = getattr(self._thread, "triton_key", None)
+        if key is None or not callers or _operands_key(getattr(callers[0], "input_nodes", None) or []) != key:
+            return callers
+        self._thread.triton_key = None
+        rest = [c for c in callers if type(c).__name__ != "ExternKernelCaller"]
+        return rest or callers
