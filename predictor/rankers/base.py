@@ -9,11 +9,6 @@ import pandas as pd
 
 from ..device import DeviceInfo
 
-# The pruning rules the hook and the offline evaluation share live in the runtime's ``predictor.runtime.policy`` (numpy
-# only, so the hook imports no ranker); re-exported here for offline callers.
-from ..runtime.policy import (ATEN_ALONE_BELOW_US, aten_alone_if_small, keep_best, with_aten_fallback,  # noqa: F401
-                      with_epilogue_templates)
-
 
 @runtime_checkable
 class Ranker(Protocol):

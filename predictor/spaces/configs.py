@@ -41,8 +41,8 @@ class InductorConfigs:
     source: str = dataclasses.field(default="frozen", compare=False)  # or "installed torch"; not fingerprinted
     # fp8 ``_scaled_mm``: scaled_mm_configs (triton::mm with the scaling epilogue) and scaled_persistent_mm_configs
     # (the device-TMA scaled templates). None: not known for this release (spaces then refuses scaled_mm). Left out
-    # of ``fingerprint`` so models trained before scaled_mm existed keep theirs; a model trained on scaled_mm
-    # records ``scaled_fingerprint`` as well.
+    # of ``fingerprint`` so that models trained without scaled_mm keep theirs: a change to these lists alone is not
+    # detected by ``warn_if_space_changed``.
     scaled_mm: tuple[Config, ...] | None = None
     scaled_persistent_mm: tuple[Config, ...] | None = None
 
@@ -51,15 +51,6 @@ class InductorConfigs:
         """``sha256:<16 hex>`` of the lists (order matters: it is Inductor's candidate order)."""
         doc = {"mm": self.mm, "int8_mm": self.int8_mm, "persistent_mm": self.persistent_mm,
                "exhaustive": self.exhaustive, "group_m": self.group_m}
-        digest = hashlib.sha256(json.dumps(doc, separators=(",", ":")).encode()).hexdigest()
-        return f"sha256:{digest[:16]}"
-
-    @property
-    def scaled_fingerprint(self) -> str | None:
-        """``sha256:<16 hex>`` of the fp8 scaled-mm lists, None where they are unknown."""
-        if self.scaled_mm is None or self.scaled_persistent_mm is None:
-            return None
-        doc = {"scaled_mm": self.scaled_mm, "scaled_persistent_mm": self.scaled_persistent_mm}
         digest = hashlib.sha256(json.dumps(doc, separators=(",", ":")).encode()).hexdigest()
         return f"sha256:{digest[:16]}"
 
