@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from benchmarks.zoo import modes
 
-    names = [m.strip() for m in args.modes.split(",") if m.strip()]
+    names = modes.split_modes(args.modes, repeats=True)
     try:
         for name in names:
             modes.parse_mode(name)

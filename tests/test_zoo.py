@@ -47,6 +47,8 @@ def test_mode_strings():
     assert modes.parse_mode("ma-gemm-cudagraphs").cudagraphs and modes.parse_mode("cudagraphs").cudagraphs
     assert modes.split_modes("plain,hook:top_k=3,cudagraphs=False,ma-gemm;hook:top_k=1,plain") == [
         "plain", "hook:top_k=3,cudagraphs=False", "ma-gemm", "hook:top_k=1"]
+    assert modes.split_modes("cudagraphs,hook:tune=5,cudagraphs=False,cudagraphs", repeats=True) == [
+        "cudagraphs", "hook:tune=5,cudagraphs=False", "cudagraphs"]  # train_host runs a mode named twice twice
     tuned = modes.parse_mode("hook:options.max_autotune_pointwise=True,options.triton.multi_kernel=1,tune=3")
     assert tuned.kwargs == {"options": {"max_autotune_pointwise": True, "triton.multi_kernel": 1}, "tune": 3}
     for bad in ("hook:options.=1", "hook:top.k=3", "hook:options=1,options.x=2"):

@@ -155,9 +155,9 @@ def parse_mode(text: str) -> Mode:
     return Mode(text, base, cudagraphs, kwargs)
 
 
-def split_modes(text: str) -> list[str]:
-    """``plain,max-autotune,hook:top_k=3,margin=0.1`` -> three modes: an item with '=' continues a hook mode's
-    kwargs. ';' also separates modes."""
+def split_modes(text: str, repeats: bool = False) -> list[str]:
+    """``plain,max-autotune,hook:tune=3,cudagraphs=False`` -> three modes: an item with '=' continues a hook mode's
+    kwargs. ';' also separates modes. A mode named twice counts once unless ``repeats``."""
     out: list[str] = []
     for part in re.split(r"[;,]", text):
         part = part.strip()
@@ -165,7 +165,7 @@ def split_modes(text: str) -> list[str]:
             out[-1] += "," + part
         elif part:
             out.append(part)
-    return list(dict.fromkeys(out))
+    return out if repeats else list(dict.fromkeys(out))
 
 
 def cudagraph_trees_used(device_index: int = 0) -> bool:
