@@ -15,10 +15,9 @@ from predictor.testing.synthetic import METADATA, synthetic_dataset
 from predictor.artifacts import METADATA_FILE, ModelError, load_model, load_runtime_model, read_metadata, save_model
 from predictor.device import DeviceInfo
 from predictor.lgbm_text import TEXT_FOREST_SIGNS, TextForestRanker
-from predictor.rankers import base, make_ranker
+from predictor.rankers import make_ranker
 from predictor.rankers.lgbm import LGBMRankerModel, LGBMRegressorModel
 from predictor.rankers.tree import TreeRanker
-from predictor.runtime import policy
 from predictor.schema import read_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,12 +53,6 @@ def test_shipped_runtime_scores_equal_lightgbm(model, space, slices):
 
 def test_signs_match_the_lightgbm_rankers():
     assert TEXT_FOREST_SIGNS == {cls.name: cls._sign for cls in (LGBMRankerModel, LGBMRegressorModel)}
-
-
-def test_pruning_rules_are_one_definition():
-    for name in ("keep_best", "with_aten_fallback", "with_epilogue_templates", "aten_alone_if_small",
-                 "ATEN_ALONE_BELOW_US"):
-        assert getattr(base, name) is getattr(policy, name)
 
 
 @pytest.fixture(scope="module")
