@@ -721,6 +721,9 @@ def test_cutlass_choices_are_cut_to_the_best_kernels_in_inductors_preprocessing_
     assert installing._preprocess_with_installed(choices) == choices  # nothing installed: a no-op
     with predictor.pruning(model_root / "syn-lgbm-all", _device=DEVICE):
         assert installing._preprocess_with_installed(choices) == choices  # cutlass_top_k=None: untouched
+    for policy in ("decide", "tune"):  # the decision saw no CUTLASS kernel: none is benchmarked beside it
+        with predictor.pruning(model_root / "syn-lgbm-all", policy=policy, _device=DEVICE):
+            assert installing._preprocess_with_installed(choices) == choices[:2]
     with pytest.raises(ValueError, match="cutlass_top_k"):
         HookSettings(cutlass_top_k=0)
 

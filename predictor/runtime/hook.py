@@ -246,16 +246,16 @@ class GemmPruner:
         return chosen
 
     def preprocess(self, choices: list[Any]) -> list[Any]:
-        """Inductor's preprocessing step over a GEMM's ChoiceCallers: ``SplitAddmm.without_aten``, then CUTLASS pruning
-        (``cutlass.keep_cutlass``: none beside a GEMM cut to cuBLAS alone, else the ``cutlass_top_k`` best)."""
+        """Inductor's preprocessing of a GEMM's ChoiceCallers: ``SplitAddmm.without_aten``, then ``keep_cutlass``: no
+        CUTLASS where decided (decide/tune: blind to CUTLASS) or cut to cuBLAS alone, else the cutlass_top_k best."""
         choices = self._split_addmm.without_aten(choices)
         if not any(map(is_cutlass_choice, choices)):
             return choices
         try:
             key = _operands_key(getattr(choices[0], "input_nodes", None) or []) if self._aten_alone else None
+            cut = self.settings.policy != "prune" or (key is not None and key in self._aten_alone)
             device = self.device if self.device is not None else self.settings.device or _this_gpu()
-            kept = keep_cutlass(choices, key is not None and key in self._aten_alone, self.settings.cutlass_top_k,
-                                device.sm_count if device is not None else 132)
+            kept = keep_cutlass(choices, cut, self.settings.cutlass_top_k, device.sm_count if device else 132)
         except Exception as exc:  # never break a compile
             self._warn_once("cutlass", f"CUTLASS pruning failed ({type(exc).__name__}: {exc}); keeping every choice")
             return choices
