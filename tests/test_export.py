@@ -225,6 +225,13 @@ def test_torchs_own_key_is_cuda_only_so_a_cpu_export_says_so(tmp_path):
     assert not (tmp_path / "t.json").exists() and not installing._STACK
 
 
+def test_export_refuses_tune_naming_it(tmp_path):
+    """A table holds one decision per GEMM; tune= leaves the pick to Inductor's benchmark after the hook records."""
+    with pytest.raises(ValueError, match="tune="):
+        export.export_table(gemms, gemm_args(), tmp_path / "t.json", tune=3)
+    assert not (tmp_path / "t.json").exists() and not installing._STACK
+
+
 # ---------------------------------------------------------------------------------------------
 # The recorder on stand-in objects
 # ---------------------------------------------------------------------------------------------

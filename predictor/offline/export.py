@@ -168,10 +168,14 @@ def export_table(fn_or_module: Any, example_inputs: Any, out_path: str | os.Path
     sizes, strides and dtypes. Resets dynamo before and after and compiles without the FX graph cache (a cache hit lowers
     nothing, so nothing would be recorded); the hook it installs is removed afterwards. ``device_key=False``
     writes device-agnostic keys (the table then also applies on other GPUs). ValueError when no GEMM could be keyed
-    (Inductor keys CUDA GEMMs only)."""
+    (Inductor keys CUDA GEMMs only), or when ``tune`` is given (a table holds one decision per GEMM; under ``tune``
+    Inductor's benchmark picks among several at compile time, after the hook has recorded them)."""
     import torch
 
     from ..runtime import compiling, installing
+
+    if compile_kwargs.get("tune") is not None:
+        raise ValueError("export_table records one decision per GEMM; tune= leaves the pick to Inductor's benchmark")
 
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     options = {**(compile_kwargs.pop("options", None) or {}), "fx_graph_cache": False}

@@ -18,7 +18,7 @@ import json
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +100,7 @@ class GemmPruner:
         # operands of the GEMMs cut to cuBLAS alone (aten_alone_below_us): their CUTLASS choices, which reach
         # Inductor's preprocessing step later, are dropped too
         self._aten_alone: dict[tuple, None] = {}
-        self._filter_ms: list[float] = []  # the filter's own time per GEMM (model load included on the first)
+        self._filter_ms: deque = deque(maxlen=100_000)  # the filter's own time per GEMM (the model's load in the first)
         self._fallbacks: Counter = Counter()
         self._scores: dict[tuple, np.ndarray] = {}  # see scores()
         self._split_addmm = SplitAddmm()
