@@ -32,5 +32,6 @@ def test_bulk_kernel_matches_matmul_under_interpreter():
     assert out.returncode == 0, out.stderr[-2000:]
     errors = json.loads(out.stdout.strip().splitlines()[-1])
     tolerances = {"float32": 1e-5, "float16": 2e-3, "int8": 0.0}
+    assert len(errors) == len(CASES), errors
     for case, err in zip(CASES, errors):
         assert err <= tolerances[case["problem"]["dtype"]], (case, err)

@@ -189,8 +189,9 @@ def test_fit_takes_the_prefix_labelled_in_time_and_makes_a_model_for_the_new_gpu
     assert meta["calibration"]["new_problems"] == 6 and meta["calibration"]["labelled_seconds"] == pytest.approx(60.0)
     assert meta["calibration"]["base_rows"] == int((~base_rows["family_tag"].str.startswith("llm:beta")).sum())
     assert meta["split"]["test_groups"] == ["llm:beta"]
-    ranker, _ = load_runtime_model(tmp_path / "models" / "new")
-    assert ranker is not None
+    ranker, loaded = load_runtime_model(tmp_path / "models" / "new")
+    assert loaded["device"]["gpu"] == "New GPU"
+    assert np.isfinite(ranker.score(base_rows, DeviceInfo.from_metadata(loaded))).all()
     with pytest.raises(ValueError, match="method must be one of"):
         calibrate_fit.fit_calibrated(base_rows, DeviceInfo.from_metadata(METADATA), method="finetune")
     with pytest.raises(ValueError, match="needs the base GPU's rows"):

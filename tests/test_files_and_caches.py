@@ -363,7 +363,7 @@ def test_a_junk_model_folder_is_skipped_with_one_warning(tmp_path, monkeypatch, 
         pruner = GemmPruner(HookSettings(model=None, top_k=2, device=DEVICE)).load()
     assert pruner.disabled is None and pruner.model_path == root / "syn-tree"
     junk = [r.getMessage() for r in caplog.records if "junk" in r.getMessage()]
-    assert len(junk) == 1 and "RecursionError" in junk[0] or "unreadable" in junk[0]
+    assert len(junk) == 1 and "RecursionError" in junk[0] and "unreadable" in junk[0], junk
 
 
 # --- metadata ---------------------------------------------------------------------------------------------------

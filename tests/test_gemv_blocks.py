@@ -166,7 +166,8 @@ def test_collector_corpus_covers_every_form_and_keeps_the_first_problem_ids():
     short = collector.short_corpus()
     assert problems[-len(short):] == short  # the short K problems come after the first ones: their ids stay
     assert {p["form"] for p in problems} == set(collector.FORMS)
-    assert all(p["weights"] == collector.FORMS[p["form"]][1] for p in problems)
+    assert {p["form"]: p["weights"] for p in problems} == {"plain": 1, "silu_mul": 1, "norm": 1, "add_norm": 1,
+                                                           "pair": 2, "norm_pair": 2, "add_norm_pair": 2}
     assert all(p["k"] >= gb.MIN_K for p in problems[:-len(short)]) and all(p["k"] < gb.MIN_K for p in short)
     assert {p["form"] for p in short} == set(collector.FORMS) - {"silu_mul"}  # a down projection's K is long
     assert ("plain", 151936, 896) in {(p["form"], p["n"], p["k"]) for p in short}

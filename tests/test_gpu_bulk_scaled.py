@@ -99,8 +99,11 @@ def test_precompile_builds_the_scaled_binaries_without_error(collected):
     from collectors.bulk import _warm_one, compile_key
 
     df, problems = collected
+    warmed = 0
     for p, space, device in _spaces(problems):
         ok = set(df[(df.problem_id == p.problem_id) & (df.status == "ok")].candidate)
         for c in space:
             if c.is_triton and c.key in ok:
                 assert _warm_one(compile_key(p, c), device.sm_count) is None, (p.problem_id, c.key)
+                warmed += 1
+    assert warmed >= 100, warmed

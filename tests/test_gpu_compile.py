@@ -181,9 +181,24 @@ def test_named_backend_compiles_like_predictor_compile(feedback):
     assert not feedback
 
 
+def test_the_feedback_saver_sees_a_benchmark(feedback):
+    """The positive control of the "nothing benchmarked" checks here: without the hook, max-autotune's GEMM benchmark
+    reaches the feedback saver with its many choices."""
+    from torch._inductor import config
+    from torch._inductor.utils import fresh_cache
+
+    a = torch.randn(256, 512, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(512, 384, device="cuda", dtype=torch.bfloat16)
+    with fresh_cache(), config.patch(fx_graph_cache=False, autotune_local_cache=False):
+        out = torch.compile(lambda x, y: x @ y, options={"max_autotune_gemm": True,
+                                                         "max_autotune_gemm_backends": "ATEN,TRITON"})(a, b)
+    torch.testing.assert_close(out, a @ b, rtol=2e-2, atol=2e-1)
+    assert len(feedback) == 1 and feedback[0][1] > 3, feedback
+
+
 def test_tune_benchmarks_only_the_decided_kind():
-    """predictor.compile(tune=3): every benchmark Inductor runs holds at most 3 choices and no cuBLAS one (a GEMM
-    decided for cuBLAS is not benchmarked at all), and the output matches eager."""
+    """predictor.compile(tune=3) with every GEMM decided for Triton (a gap no score misses): each GEMM's benchmark
+    holds at most 3 choices and no cuBLAS one, and the output matches eager."""
     from torch._inductor import config, select_algorithm
     from torch._inductor.utils import fresh_cache
 
@@ -197,11 +212,12 @@ def test_tune_benchmarks_only_the_decided_kind():
         mlp = mlp.cuda().to(torch.bfloat16)
         x = torch.randn(512, 1024, device="cuda", dtype=torch.bfloat16)
         with torch.no_grad(), fresh_cache(), config.patch(fx_graph_cache=False, autotune_local_cache=False):
-            out = predictor.compile(mlp, tune=3, cudagraphs=False)(x)
+            out = predictor.compile(mlp, tune=3, decide_gap=-1e9, cudagraphs=False)(x)
             torch.testing.assert_close(out, mlp(x), rtol=5e-2, atol=5e-2)
         stats = predictor.stats()
         assert stats["gemms_seen"] >= 2 and stats["kept_total"] <= 3 * stats["gemms_seen"], stats
-        assert all(len(kinds) <= 3 and not any(kinds) for kinds in benchmarked), benchmarked
+        assert len(benchmarked) == 2, benchmarked  # both GEMMs (512 rows: no floor on the gap)
+        assert all(1 < len(kinds) <= 3 and not any(kinds) for kinds in benchmarked), benchmarked
     finally:
         select_algorithm.clear_feedback_savers()
         torch._dynamo.reset()

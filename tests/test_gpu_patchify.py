@@ -61,6 +61,7 @@ def test_a_training_step_gives_eagers_gradients_without_a_convolution(fresh):
     reference.load_state_dict(model.state_dict())
     x = torch.randn(4, 3, 224, 224, device="cuda")
     compiled = predictor.compile(model, cudagraphs=False)
+    before = patchify.patch_gemm_count()
 
     def step() -> None:
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -68,6 +69,7 @@ def test_a_training_step_gives_eagers_gradients_without_a_convolution(fresh):
     _, code = run_and_get_code(step)
     with torch.autocast("cuda", dtype=torch.bfloat16):
         reference(x).float().square().mean().backward()
+    assert code and patchify.patch_gemm_count() > before  # compiled, with the stem as a GEMM
     assert _convolution_calls(code) == []
     for name in ("conv.weight", "conv.bias"):
         got, expected = dict(model.named_parameters())[name].grad, dict(reference.named_parameters())[name].grad

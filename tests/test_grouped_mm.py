@@ -67,14 +67,14 @@ def test_decode_over_many_experts_lowers_as_plain():
     """A token's 8 of 128 experts: every program of the template would walk 128 experts' offsets; aten's grouped
     GEMM (plain's lowering). Prefill over as many experts keeps its band's Triton config."""
     assert grouped_mm.config_for(0, 128) is None
-    assert grouped_mm.config_for(0, grouped_mm.MAX_DECODE_EXPERTS) == grouped_mm.BANDS[0][1]
-    assert grouped_mm.config_for(4, 128) == grouped_mm.BANDS[1][1]
+    assert grouped_mm.config_for(0, grouped_mm.MAX_DECODE_EXPERTS) == (16, 64, 256, 4, 4)
+    assert grouped_mm.config_for(4, 128) == (16, 128, 128, 4, 4)
     seen = []
     with config.patch(max_autotune_gemm=True, max_autotune_gemm_backends="ATEN,TRITON"):
         grouped_mm._decided(_seen_lower(seen))(Node(8, 2048), Node(128, 2048, 1536))
         grouped_mm._decided(_seen_lower(seen))(Node(4 * 128, 2048), Node(128, 2048, 1536))
     assert [s[:2] for s in seen] == [(False, "ATEN,TRITON"), (True, "TRITON")]
-    assert seen[1][2] == [grouped_mm.BANDS[1][1]]
+    assert seen[1][2] == [(16, 128, 128, 4, 4)]
 
 
 def test_symbolic_rows_or_a_refusing_template_lower_as_plain():

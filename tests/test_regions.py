@@ -60,13 +60,19 @@ def test_the_array_form_agrees_with_the_scalar_form():
         rows_in_region("nope", rows)
 
 
-def test_the_decide_gap_is_floored_at_zero_where_the_region_model_ranks():
+def test_the_decide_gap_is_floored_at_zero_where_the_region_model_ranks(monkeypatch):
     token_mixing, aligned = Problem("addmm", 24576, 196, 384, "float16"), Problem("addmm", 24576, 192, 384, "float16")
     assert policy.decide_gap_for(token_mixing, -2.5, SHORT_UNALIGNED) == policy.REGION_GAPS[SHORT_UNALIGNED] == 0.0
     assert policy.decide_gap_for(token_mixing, -2.5) == -2.5  # no region model (the H200): the main model's gap
     assert policy.decide_gap_for(aligned, -2.5, region_of(aligned)) == -2.5
     assert policy.decide_gap_for(token_mixing, 1.0, SHORT_UNALIGNED) == 1.0  # a floor, not a value
-    assert "regions" in policy.GAP_FLOORS  # part of the hook's cache key
+    # part of the hook's cache key: a changed region floor is another key
+    from predictor.runtime.hook import GemmPruner
+    from predictor.runtime.settings import HookSettings
+
+    before = GemmPruner(HookSettings(model=None)).uuid()
+    monkeypatch.setitem(policy.REGION_GAPS, SHORT_UNALIGNED, 1.0)
+    assert GemmPruner(HookSettings(model=None)).uuid() != before
 
 
 def test_a_region_model_is_never_taken_for_the_main_model():

@@ -46,7 +46,7 @@ def test_frozen_copy_of_the_installed_release_equals_what_torch_lists() -> None:
     assert here in FROZEN, f"torch {torch.__version__} has no frozen copy in predictor.spaces.configs.FROZEN; add one"
     live = read_installed()
     assert live.source == "installed torch"
-    for name in ("mm", "int8_mm", "persistent_mm", "exhaustive", "group_m"):
+    for name in ("mm", "int8_mm", "persistent_mm", "exhaustive", "group_m", "scaled_mm", "scaled_persistent_mm"):
         assert getattr(live, name) == getattr(FROZEN[here], name), name
     assert live.fingerprint == FROZEN[here].fingerprint
 
