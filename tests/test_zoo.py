@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.zoo import gaps, models, modes, report, run, worker
+from benchmarks.zoo import builders, configs, gaps, models, modes, report, run, worker
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -315,14 +315,14 @@ def test_held_out_set3_architectures_build():
     import torch
 
     cpu, ids = torch.device("cpu"), torch.randint(0, 1000, (2, 16))
-    falcon = models._falcon_config(hidden_size=128, num_attention_heads=2, vocab_size=1000)
-    starcoder2 = models._starcoder2_config(hidden_size=128, intermediate_size=256, num_attention_heads=4,
+    falcon = configs._falcon_config(hidden_size=128, num_attention_heads=2, vocab_size=1000)
+    starcoder2 = configs._starcoder2_config(hidden_size=128, intermediate_size=256, num_attention_heads=4,
                                            num_key_value_heads=2, vocab_size=1000)
     for config, kw in ((falcon, {"logits_to_keep": 1}), (starcoder2, {})):
-        lm = models._hf("AutoModelForCausalLM", config, cpu, torch.float32)
-        logits = models.HFOut(lm, ("input_ids",), "logits", use_cache=False, **kw)(ids)
+        lm = builders._hf("AutoModelForCausalLM", config, cpu, torch.float32)
+        logits = builders.HFOut(lm, ("input_ids",), "logits", use_cache=False, **kw)(ids)
         assert logits.shape == (2, 1 if kw else 16, 1000) and torch.isfinite(logits).all()
-    module, (real_ids,), kind = models._deberta(cpu, torch.float32, hidden_size=128, intermediate_size=256,
+    module, (real_ids,), kind = builders._deberta(cpu, torch.float32, hidden_size=128, intermediate_size=256,
                                                 num_attention_heads=4, vocab_size=1000)
     assert kind == "forward" and real_ids.shape == (8, 256)
     assert module(ids).shape == (2, 16, 128)
@@ -335,23 +335,23 @@ def test_held_out_set4_architectures_build():
     import torch
 
     cpu, one_token = torch.device("cpu"), torch.randint(0, 1000, (1, 1))
-    moe = models._qwen2_moe_config(hidden_size=64, moe_intermediate_size=32, shared_expert_intermediate_size=128,
+    moe = configs._qwen2_moe_config(hidden_size=64, moe_intermediate_size=32, shared_expert_intermediate_size=128,
                                    num_attention_heads=4, num_key_value_heads=4, vocab_size=1000)
     assert (moe.num_experts, moe.num_experts_per_tok) == (60, 4)
-    gemma2 = models._gemma2_config(hidden_size=64, intermediate_size=128, num_attention_heads=2,
+    gemma2 = configs._gemma2_config(hidden_size=64, intermediate_size=128, num_attention_heads=2,
                                    num_key_value_heads=1, head_dim=32, vocab_size=1000)
-    smollm2 = models._smollm2_config(hidden_size=60, intermediate_size=160, num_attention_heads=3,
+    smollm2 = configs._smollm2_config(hidden_size=60, intermediate_size=160, num_attention_heads=3,
                                      num_key_value_heads=1, vocab_size=1000)
     for config in (moe, gemma2, smollm2):
-        lm = models._hf("AutoModelForCausalLM", config, cpu, torch.float32)
-        logits = models.HFOut(lm, ("input_ids",), "logits", use_cache=False)(one_token)
+        lm = builders._hf("AutoModelForCausalLM", config, cpu, torch.float32)
+        logits = builders.HFOut(lm, ("input_ids",), "logits", use_cache=False)(one_token)
         assert logits.shape == (1, 1, 1000) and torch.isfinite(logits).all()
         if config is gemma2:
             assert logits.abs().max() < gemma2.final_logit_softcapping
-    gpt2 = models._hf("AutoModelForCausalLM", models._gpt2_medium_config(n_embd=64, n_head=2, vocab_size=1000), cpu,
+    gpt2 = builders._hf("AutoModelForCausalLM", configs._gpt2_medium_config(n_embd=64, n_head=2, vocab_size=1000), cpu,
                       torch.float32)
     ids = torch.randint(0, 1000, (2, 16))
-    loss = models.HFOut(gpt2, ("input_ids", "labels"), "loss", use_cache=False)(ids, ids.clone())
+    loss = builders.HFOut(gpt2, ("input_ids", "labels"), "loss", use_cache=False)(ids, ids.clone())
     assert loss.dim() == 0 and torch.isfinite(loss)
     assert [models.get(n).held_out_set for n in ("qwen2-moe-decode-b1", "levit-128", "gpt2-medium-train")] == [4] * 3
 
@@ -362,11 +362,11 @@ def test_held_out_set5_moe_builds():
     pytest.importorskip("transformers")
     import torch
 
-    moe = models._qwen3_moe_config(hidden_size=64, moe_intermediate_size=32, num_attention_heads=4,
+    moe = configs._qwen3_moe_config(hidden_size=64, moe_intermediate_size=32, num_attention_heads=4,
                                    num_key_value_heads=2, head_dim=16, vocab_size=1000)
     assert (moe.num_experts, moe.num_experts_per_tok) == (128, 8)
-    lm = models._hf("AutoModelForCausalLM", moe, torch.device("cpu"), torch.float32)
-    logits = models.HFOut(lm, ("input_ids",), "logits", use_cache=False)(torch.randint(0, 1000, (1, 3)))
+    lm = builders._hf("AutoModelForCausalLM", moe, torch.device("cpu"), torch.float32)
+    logits = builders.HFOut(lm, ("input_ids",), "logits", use_cache=False)(torch.randint(0, 1000, (1, 3)))
     assert logits.shape == (1, 3, 1000) and torch.isfinite(logits).all()
     names = ("qwen3-moe-decode-b1", "qwen3-moe-prefill", "qwen3-moe-train")
     assert [models.get(n).held_out_set for n in names] == [5] * 3
@@ -381,14 +381,14 @@ def test_held_out_set8_architectures_build():
     from predictor.runtime import grouped_mm
 
     cpu, ids = torch.device("cpu"), torch.randint(0, 1000, (1, 3))
-    olmoe = models._olmoe_config(hidden_size=64, intermediate_size=32, num_attention_heads=4, num_key_value_heads=4,
+    olmoe = configs._olmoe_config(hidden_size=64, intermediate_size=32, num_attention_heads=4, num_key_value_heads=4,
                                  vocab_size=1000)
     assert (olmoe.num_experts, olmoe.num_experts_per_tok) == (grouped_mm.MAX_DECODE_EXPERTS, 8)
-    llama32 = models._llama32_config(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+    llama32 = configs._llama32_config(hidden_size=64, intermediate_size=128, num_attention_heads=4,
                                      num_key_value_heads=2, head_dim=16, vocab_size=1000)
     for config in (olmoe, llama32):
-        lm = models._hf("AutoModelForCausalLM", config, cpu, torch.float32)
-        logits = models.HFOut(lm, ("input_ids",), "logits", use_cache=False)(ids)
+        lm = builders._hf("AutoModelForCausalLM", config, cpu, torch.float32)
+        logits = builders.HFOut(lm, ("input_ids",), "logits", use_cache=False)(ids)
         assert logits.shape == (1, 3, 1000) and torch.isfinite(logits).all()
         if config is llama32:
             assert lm.lm_head.weight.data_ptr() == lm.model.embed_tokens.weight.data_ptr()
@@ -445,11 +445,11 @@ def test_batch_one_and_mixture_of_experts_entries_build():
     for name in ("llama-decode-b1", "qwen2-decode-b1", "phi3-decode-b1", "mixtral-moe-decode-b1"):
         assert models.get(name).kind == "infer" and name in models.names()
     cpu = torch.device("cpu")
-    config = models._mixtral_config(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+    config = configs._mixtral_config(hidden_size=64, intermediate_size=128, num_attention_heads=4,
                                     num_key_value_heads=2, vocab_size=100)
     assert (config.num_local_experts, config.num_experts_per_tok) == (8, 2)
-    lm = models._hf("AutoModelForCausalLM", config, cpu, torch.float32)
-    out = models.HFOut(lm, ("input_ids",), "logits", use_cache=False)(torch.randint(0, 100, (1, 1)))
+    lm = builders._hf("AutoModelForCausalLM", config, cpu, torch.float32)
+    out = builders.HFOut(lm, ("input_ids",), "logits", use_cache=False)(torch.randint(0, 100, (1, 1)))
     assert out.shape == (1, 1, 100) and torch.isfinite(out).all()
 
 
