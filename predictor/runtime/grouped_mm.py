@@ -73,10 +73,10 @@ def _decided(lower: Callable[..., Any]) -> Callable[..., Any]:
         from torch._inductor import config
         from torch._inductor.kernel import mm_grouped
 
-        shape = _rows_and_experts(mat_a, mat_b)
-        choice = None if shape is None else config_for(*shape)
         if config.max_autotune or not config.max_autotune_gemm:  # a user's full max-autotune keeps its search
             return lower(mat_a, mat_b, *args, **kwargs)
+        shape = _rows_and_experts(mat_a, mat_b)
+        choice = None if shape is None else config_for(*shape)
         if choice is None or not hasattr(mm_grouped, "grouped_mm_configs") or not hasattr(mm_grouped, "Config"):
             with config.patch(max_autotune_gemm=False):
                 return lower(mat_a, mat_b, *args, **kwargs)
