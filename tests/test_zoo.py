@@ -397,6 +397,33 @@ def test_held_out_set8_architectures_build():
     assert [models.get(n).held_out_set for n in names] == [8] * 7
 
 
+def test_ninth_held_out_set_builds_at_shrunk_widths():
+    """The ninth held-out set's configs build and run at shrunk widths: Gemma 3 with one kv head, DeepSeek-V3's
+    latent attention with a dense first layer then routed and shared experts, gpt-oss (eager attention: transformers
+    has no SDPA path for its sinks), Phi-2's partial rotary."""
+    pytest.importorskip("transformers")
+    import torch
+
+    cpu, ids = torch.device("cpu"), torch.randint(0, 1000, (1, 3))
+    small = dict(hidden_size=64, num_attention_heads=4, vocab_size=1000)
+    gemma3 = configs._gemma3_config(**small, intermediate_size=128, num_key_value_heads=1, head_dim=16)
+    deepseek = configs._deepseek_config(**small, intermediate_size=128, moe_intermediate_size=32, n_routed_experts=8,
+                                        num_experts_per_tok=2, num_key_value_heads=4, kv_lora_rank=16,
+                                        qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8)
+    gptoss = configs._gptoss_config(**small, intermediate_size=64, num_local_experts=4, num_experts_per_tok=2,
+                                    num_key_value_heads=2, head_dim=16)
+    phi2 = configs._phi2_config(**small, intermediate_size=256, num_key_value_heads=4)
+    assert (gemma3.num_key_value_heads, deepseek.first_k_dense_replace, deepseek.n_shared_experts) == (1, 1, 2)
+    assert (gptoss._attn_implementation, phi2.partial_rotary_factor) == ("eager", 0.4)
+    for config in (gemma3, deepseek, gptoss, phi2):
+        lm = builders._hf("AutoModelForCausalLM", config, cpu, torch.float32)
+        logits = builders.HFOut(lm, ("input_ids",), "logits", use_cache=False)(ids)
+        assert logits.shape == (1, 3, 1000) and torch.isfinite(logits).all()
+    names = ("gemma3-decode-b1", "deepseek-moe-decode-b1", "gptoss-moe-prefill", "phi2-decode-b32", "twins-svt-small",
+             "mobilevitv2-100", "phi2-train")
+    assert [models.get(n).held_out_set for n in names] == [9] * 7
+
+
 def test_plot_without_plain_runs(tmp_path):
     """A folder of max-autotune runs alone (its plain runs kept elsewhere) plots a note, not an empty legend."""
     import warnings
@@ -494,6 +521,21 @@ def test_a_run_the_deadline_stops_is_recorded_as_stopped_and_redone(tmp_path, fa
     assert "0 run(s) to do" in capsys.readouterr().out
     summary = report.summarize([{**stop, "model": "b"}, {**_rec("b", "hook", 1.0, 1.0)}])
     assert summary["modes"]["plain"]["not_ok"] == 0 and summary["modes"]["plain"]["runs"] == 0
+
+
+def test_a_killed_worker_that_does_not_exit_is_left_behind_not_waited_for():
+    """After its kill the runner waits a bounded time for a worker (one whose GPU work drains can take minutes), so
+    the budget's deadline holds; a worker not killed is waited for to its end."""
+    import time
+
+    stuck = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])  # stands for a kill not yet done
+    t0 = time.monotonic()
+    assert run.reap(stuck, killed=True, wait_s=0.3) is None
+    assert time.monotonic() - t0 < 5
+    stuck.kill()
+    assert run.reap(stuck, killed=True, wait_s=5) == -9
+    quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    assert run.reap(quick, killed=False) == 0
 
 
 def test_a_run_times_out_on_its_own_time_not_on_its_waits_for_other_lanes(tmp_path):

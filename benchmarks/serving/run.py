@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.zoo.run import ZooError, lane_devices, timeout_error, wait_own_time, worker_env
+from benchmarks.zoo.run import ZooError, lane_devices, reap, timeout_error, wait_own_time, worker_env
 from benchmarks.zoo.worker import write_json
 
 from . import models, report
@@ -142,7 +142,7 @@ def launch(args: argparse.Namespace, job: tuple[str, str, str, str], device: str
             if outcome is not None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                reap(proc, killed=True)
                 # a static mode keeps the sizes it finished; a dynamic mode's compile_s needs every size
                 finished = written() if mode.endswith("-static") else []
                 if outcome == "deadline":

@@ -163,3 +163,39 @@ def _olmoe_config(**kw: Any):
     return OlmoeConfig(**{**dict(hidden_size=2048, intermediate_size=1024, num_experts=64, num_experts_per_tok=8,
                                  num_attention_heads=16, num_key_value_heads=16, vocab_size=50304,
                                  num_hidden_layers=2), **kw})
+
+
+# Held-out architectures, ninth set: added after every rule above was fixed and before any of their runs, never used
+# to tune anything. New here: a 262144-word vocabulary at batch 1 with one kv head of 256 (Gemma 3), multi-head
+# latent attention with shared and routed experts (DeepSeek-V3's layout), widths that are no multiple of 128 with
+# attention sinks (gpt-oss), partial rotary with biases and GELU (Phi-2) at a serving batch and in training.
+def _gemma3_config(**kw: Any):
+    from transformers import Gemma3TextConfig  # Gemma-3-1B widths: 1152/6912, 4 heads of 256, 1 kv, vocab 262144
+    return Gemma3TextConfig(**{**dict(hidden_size=1152, intermediate_size=6912, num_attention_heads=4,
+                                      num_key_value_heads=1, head_dim=256, vocab_size=262144, num_hidden_layers=2,
+                                      sliding_window=512), **kw})
+
+
+def _deepseek_config(**kw: Any):
+    from transformers import DeepseekV3Config  # DeepSeek-V2-Lite widths in V3's layout: MLA, 64 experts of 1408
+    return DeepseekV3Config(**{**dict(hidden_size=2048, intermediate_size=10944, moe_intermediate_size=1408,
+                                      n_routed_experts=64, num_experts_per_tok=6, n_shared_experts=2, n_group=1,
+                                      topk_group=1, first_k_dense_replace=1, num_attention_heads=16,
+                                      num_key_value_heads=16, q_lora_rank=None, kv_lora_rank=512,
+                                      qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+                                      vocab_size=102400, num_hidden_layers=2), **kw})
+
+
+def _gptoss_config(**kw: Any):
+    from transformers import GptOssConfig  # gpt-oss-20b widths: 2880, 32 experts of 2880, top-4, 64 heads, 8 kv
+    return GptOssConfig(**{**dict(hidden_size=2880, intermediate_size=2880, num_local_experts=32,
+                                  num_experts_per_tok=4, num_attention_heads=64, num_key_value_heads=8, head_dim=64,
+                                  vocab_size=201088, num_hidden_layers=2,
+                                  attn_implementation="eager"), **kw})  # no SDPA path in transformers
+
+
+def _phi2_config(**kw: Any):
+    from transformers import PhiConfig  # Phi-2 widths: 2560/10240, 32 heads, partial rotary 0.4, biases, GELU
+    return PhiConfig(**{**dict(hidden_size=2560, intermediate_size=10240, num_attention_heads=32,
+                               num_key_value_heads=32, vocab_size=51200, partial_rotary_factor=0.4,
+                               num_hidden_layers=2), **kw})

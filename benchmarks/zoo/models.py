@@ -16,10 +16,11 @@ import torch
 from . import context_blocks
 from .builders import (DTYPES, Build, _bart_train, _bert, _bert_train, _causal_lm, _causal_lm_train, _clip_vision,
                        _deberta, _gpt2_decode, _quantized_lm, _t5_encoder, _timm, _tiny, _wav2vec2, _whisper)
-from .configs import (_falcon_config, _gemma2_config, _gemma_config, _gpt2_medium_config, _llama32_config,
-                      _llama_config, _mistral_config, _mixtral_config, _neox_config, _olmoe_config, _opt_config,
-                      _phi3_config, _qwen25_config, _qwen2_config, _qwen2_moe_config, _qwen3_config,
-                      _qwen3_moe_config, _smollm2_config, _starcoder2_config)
+from .configs import (_deepseek_config, _falcon_config, _gemma2_config, _gemma3_config, _gemma_config,
+                      _gpt2_medium_config, _gptoss_config, _llama32_config, _llama_config, _mistral_config,
+                      _mixtral_config, _neox_config, _olmoe_config, _opt_config, _phi2_config, _phi3_config,
+                      _qwen25_config, _qwen2_config, _qwen2_moe_config, _qwen3_config, _qwen3_moe_config,
+                      _smollm2_config, _starcoder2_config)
 
 
 @dataclass(frozen=True)
@@ -278,6 +279,28 @@ _ENTRIES = [
     ZooModel("llama32-train", "train", "train", "bfloat16", _causal_lm_train(_llama32_config, 4, 256, "bfloat16"),
              f"Llama 3.2 (1B widths, vocab 128256, tied embeddings), {_TWO}; bf16 weights, 4x256 tokens, causal-LM "
              "loss, AdamW", held_out_set=8),
+    # held out, ninth set (see _gemma3_config): added before any of their runs, not used to tune anything
+    ZooModel("gemma3-decode-b1", "llm-decode", "infer", "bfloat16", _causal_lm(_gemma3_config, 1, 1, "bfloat16"),
+             f"Gemma 3 (1B widths: 1152/6912, 4 heads of 256, 1 kv, vocab 262144), {_TWO}; one token at batch 1, "
+             "no KV cache (M=1)", held_out_set=9),
+    ZooModel("deepseek-moe-decode-b1", "llm-moe", "infer", "bfloat16", _causal_lm(_deepseek_config, 1, 1, "bfloat16"),
+             f"DeepSeek-V3 layout at V2-Lite widths (MLA with kv rank 512; one dense layer, one of 64 routed experts "
+             f"of 1408, top-6, 2 shared), {_TWO}; one token at batch 1, no KV cache", held_out_set=9),
+    ZooModel("gptoss-moe-prefill", "llm-moe", "infer", "bfloat16",
+             _causal_lm(_gptoss_config, 1, 512, "bfloat16", logits_to_keep=1),
+             f"gpt-oss-20b widths (2880, 32 experts of 2880, top-4, attention sinks, eager attention), {_TWO}; "
+             "1x512 prefill, last-token logits", held_out_set=9),
+    ZooModel("phi2-decode-b32", "llm-decode", "infer", "bfloat16", _causal_lm(_phi2_config, 32, 1, "bfloat16"),
+             f"Phi-2 (2560/10240, 32 heads, partial rotary, biases, GELU), {_TWO}; one token at batch 32, no KV "
+             "cache (M=32)", held_out_set=9),
+    ZooModel("twins-svt-small", "vision-transformer", "infer", "float16", _timm("twins_svt_small", 32, "float16"),
+             "timm twins_svt_small (locally-grouped and global sub-sampled attention, 64-512 wide), full depth; "
+             "batch 32", held_out_set=9),
+    ZooModel("mobilevitv2-100", "vision-hybrid", "infer", "float16", _timm("mobilevitv2_100", 32, "float16"),
+             "timm mobilevitv2_100 (inverted residual convolutions, separable linear attention), full depth; batch 32",
+             held_out_set=9),
+    ZooModel("phi2-train", "train", "train", "bfloat16", _causal_lm_train(_phi2_config, 4, 256, "bfloat16"),
+             f"Phi-2 widths, {_TWO}; bf16 weights, 4x256 tokens, causal-LM loss, AdamW", held_out_set=9),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]

@@ -150,6 +150,20 @@ def wait_own_time(proc: subprocess.Popen, own_timeout: float, deadline: float | 
             continue
 
 
+# How long a killed worker may take to exit. Why: a process killed while its CUDA context is busy can take minutes
+# to go (its GPU work drains first), and the budget's deadline is a promise to the caller: a run still not gone is
+# recorded as stopped (or timed out) and left to the system.
+KILL_WAIT_S = 15.0
+
+
+def reap(proc: subprocess.Popen, killed: bool, wait_s: float = KILL_WAIT_S) -> int | None:
+    """``proc``'s exit code; None when it was ``killed`` and had not exited ``wait_s`` later."""
+    try:
+        return proc.wait(timeout=wait_s if killed else None)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 class Runner:
     """Launches workers on lanes; tracks live processes so that an interrupt stops them."""
 
@@ -177,7 +191,7 @@ class Runner:
                     outcome = wait_own_time(proc, self.args.run_timeout, self.deadline, waited_file)
                     if outcome is not None:
                         self.kill(proc)
-                    code = proc.wait()
+                    code = reap(proc, killed=outcome is not None)
                 finally:
                     with self.lock:
                         self.live.discard(proc)
