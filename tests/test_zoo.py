@@ -107,6 +107,35 @@ def test_worker_end_to_end(tmp_path, fast_compile):
     assert r["schema_version"] == 1 and r["torch"] and r["census"] is None and r["device"] == "cpu"
 
 
+def test_warm_up_steps_take_turns_with_other_lanes(monkeypatch):
+    """The eager reference, the two warm-up steps and the timed steps hold the GPU lock; the first step (the compile)
+    does not, so compiles overlap while no lane's kernels run beside another's autotuning benchmarks."""
+    import torch
+
+    held, seen = {"depth": 0}, []
+
+    class counting_lock:
+        def __enter__(self):
+            held["depth"] += 1
+            return self
+
+        def __exit__(self, *exc):
+            held["depth"] -= 1
+
+    class Recorded(modes.Mode):
+        def compile(self, module):
+            def call(*args):
+                seen.append(held["depth"] > 0)
+                return module(*args)
+            return call
+
+    monkeypatch.setattr(worker, "timing_lock", counting_lock)
+    record: dict = {}
+    worker.measure(record, models.get("tiny-mlp"), Recorded("plain", "plain", False), 3, torch.device("cpu"))
+    assert record["step_ms"] > 0 and len(seen) > 3
+    assert seen[:3] == [False, True, True] and all(seen[1:])
+
+
 def test_worker_records_errors(tmp_path):
     r = _worker(tmp_path, "not-a-model")
     assert r["status"] == "error" and "unknown model 'not-a-model'" in r["error"]
