@@ -1,0 +1,65 @@
+"""``predictor.compile(dynamic=True)`` on held-out decoder architectures, end to end through Inductor on the CPU:
+one compile serves every size, as plain's does (batch 1 a graph of its own, as Dynamo specialises it), and every
+size matches eager. Why on the CPU: what breaks a dynamic compile of an unseen architecture (a guard on a size, a
+decomposition reading a symbolic width) breaks it on any device, and the GEMV decomposition is given CPU tensors
+here so that its decisions run too."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import predictor
+from predictor.runtime import gemv, installing
+
+pytest.importorskip("transformers")
+
+from benchmarks.zoo import builders, configs  # noqa: E402 -- needs transformers
+
+SMALL = dict(hidden_size=64, num_attention_heads=4, vocab_size=1000)
+CONFIGS = {
+    # one kv head, sliding-window layers, q and k norms
+    "gemma3": lambda: configs._gemma3_config(**SMALL, intermediate_size=128, num_key_value_heads=1, head_dim=16),
+    # multi-head latent attention; a dense layer, then routed and shared experts
+    "deepseek": lambda: configs._deepseek_config(**SMALL, intermediate_size=128, moe_intermediate_size=32,
+                                                 n_routed_experts=8, num_experts_per_tok=2, num_key_value_heads=4,
+                                                 kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8,
+                                                 v_head_dim=8),
+    # partial rotary, biases, GELU
+    "phi2": lambda: configs._phi2_config(**SMALL, intermediate_size=256, num_key_value_heads=4),
+}
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    monkeypatch.setattr(gemv, "DEVICES", ("cpu", "cuda"))  # the GEMV decisions on CPU tensors too
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+    while installing._STACK:
+        predictor.uninstall()
+
+
+def _graphs_for(name: str, shapes: list[tuple[int, int]]) -> int:
+    """Compile the shrunk decoder ``name`` once with ``dynamic=True``, call it at ``shapes`` (batch, tokens), check
+    each output against eager; the number of graphs Dynamo compiled."""
+    lm = builders._hf("AutoModelForCausalLM", CONFIGS[name](), torch.device("cpu"), torch.float32).eval()
+    model = builders.HFOut(lm, ("input_ids",), "logits", use_cache=False, logits_to_keep=1)
+    compiled = predictor.compile(model, dynamic=True, cudagraphs=False)
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    with torch.no_grad():
+        for batch, tokens in shapes:
+            ids = torch.randint(0, 1000, (batch, tokens))
+            torch.testing.assert_close(compiled(ids), model(ids), rtol=1e-3, atol=1e-3)
+    return torch._dynamo.utils.counters["stats"]["unique_graphs"] - before
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_a_served_decode_batch_compiles_batch_one_and_one_graph_for_the_rest(fresh, name):
+    gemvs = gemv.gemv_count()
+    assert _graphs_for(name, [(1, 1), (2, 1), (5, 1), (9, 1), (1, 1), (3, 1)]) == 2
+    assert gemv.gemv_count() > gemvs  # batch 1's graph took the GEMV path
+
+
+def test_a_prefill_token_count_compiles_once(fresh):
+    assert _graphs_for("deepseek", [(1, 7), (1, 19), (1, 40), (1, 7)]) == 1
