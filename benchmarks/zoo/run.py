@@ -150,8 +150,8 @@ def wait_own_time(proc: subprocess.Popen, own_timeout: float, deadline: float | 
             continue
 
 
-# How long a killed worker may take to exit. Why: a process killed while its CUDA context is busy can take minutes
-# to go (its GPU work drains first), and the budget's deadline is a promise to the caller: a run still not gone is
+# How long a killed worker may take to exit. Why: a process killed while its CUDA context is busy exits only once
+# its GPU work has drained, and the budget's deadline is a promise to the caller: a run still not gone by then is
 # recorded as stopped (or timed out) and left to the system.
 KILL_WAIT_S = 15.0
 
