@@ -61,6 +61,16 @@ REGISTRY: dict[str, ServedModel] = {m.name: m for m in [
                 _causal_lm("OPTConfig", hidden_size=2048, ffn_dim=8192, num_attention_heads=32, vocab_size=50272,
                            word_embed_proj_dim=2048, num_hidden_layers=2, dropout=0.0,
                            max_position_embeddings=4096), vocab=50272),
+    # not in the default --models: architectures kept out of the serving figures, to check that they generalise
+    ServedModel("gemma3", "Gemma 3 (1B widths: 1152/6912, 4 heads of 256, 1 kv, sliding window 512, vocab 262144), "
+                "2 layers",
+                _causal_lm("Gemma3TextConfig", hidden_size=1152, intermediate_size=6912, num_attention_heads=4,
+                           num_key_value_heads=1, head_dim=256, vocab_size=262144, num_hidden_layers=2,
+                           sliding_window=512), vocab=262144),
+    ServedModel("olmoe", "OLMoE-1B-7B widths (2048, 64 routed experts of 1024, top-8, 16 heads), 2 layers",
+                _causal_lm("OlmoeConfig", hidden_size=2048, intermediate_size=1024, num_experts=64,
+                           num_experts_per_tok=8, num_attention_heads=16, num_key_value_heads=16, vocab_size=50304,
+                           num_hidden_layers=2), vocab=50304),
     ServedModel("tiny", "Linear-GELU-Linear 32/64 (CPU tests)", _tiny, vocab=0, width=32),
 ]}
 
