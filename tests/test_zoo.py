@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.zoo import builders, configs, gaps, models, modes, report, run, worker
+from benchmarks.zoo import builders, configs, gaps, models, modes, report, run, timing_checks, worker
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -256,14 +256,32 @@ def test_where_hook_is_slower_its_gpu_time_is_split_by_kernel_group_without_the_
     assert (row["gemm_us"], row["pointwise_us"], row["other_us"], row["copy_unknown"]) == (50, -20, 0, False)
 
 
+def test_two_censuses_that_disagree_on_a_kernel_are_listed_as_disturbed():
+    """The direct call's and the replay's census run the same kernels: one kernel 15x slower in one of them (another
+    process on the GPU mid-step, as mobilevitv2-100's hook run in held-out set 9) lists the run; a few percent apart,
+    a kernel only one census names, or a single census do not."""
+    def census(**us):
+        return {"by_name": [[name, 1, t] for name, t in us.items()]}
+
+    calm = {**_rec("a", "plain", 10.0, 2.0), "census": census(k59=90.0, k60=70.0),
+            "census_replay": census(k59=92.0, k60=69.0, copy=5.0)}
+    hit = {**_rec("a", "hook", 10.0, 4.8), "census": census(k59=1324.0, k60=70.0),
+           "census_replay": census(k59=90.0, k60=2495.0)}
+    small = {**_rec("b", "hook", 10.0, 0.1), "census": census(k=30.0), "census_replay": census(k=3.0)}  # < 200 us
+    single = {**_rec("c", "max-autotune", 10.0, 1.0), "census": census(k=5000.0), "census_replay": None}
+    assert timing_checks.disturbed([calm, hit, small, single]) == ["a `hook` (k60: 2495 us against 70 us)"]
+    md = report.markdown([calm, hit], report.summarize([calm, hit]), [])
+    assert "another process had the GPU; rerun before reading them): a `hook` (k60: 2495 us against 70 us)." in md
+
+
 def test_a_timing_that_spread_over_a_tenth_of_its_median_is_listed_as_noisy():
     calm = {**_rec("a", "plain", 10.0, 2.0), "step_ms_p10": 1.98, "step_ms_p90": 2.05}
     spoiled = {**_rec("a", "hook", 10.0, 2.0), "step_ms_p10": 1.9, "step_ms_p90": 2.4}  # 25% of the median
     failed = {**_rec("b", "hook", 10.0, None, "timeout"), "step_ms_p10": 1.0, "step_ms_p90": 9.0}
-    assert report.noisy([calm, spoiled, failed]) == ["a `hook` (25%)"]
+    assert timing_checks.noisy([calm, spoiled, failed]) == ["a `hook` (25%)"]
     md = report.markdown([calm, spoiled], report.summarize([calm, spoiled]), [])
     assert "rerun before reading them): a `hook` (25%)." in md
-    assert "rerun before reading them): none." in report.markdown([calm], report.summarize([calm]), [])
+    assert "median; rerun before reading them): none." in report.markdown([calm], report.summarize([calm]), [])
 
 
 def test_as_called_is_also_compared_by_each_runs_fastest_tenth_of_calls():
@@ -310,10 +328,10 @@ def test_repeated_runs_count_by_their_medians(tmp_path):
                                                                    ("plain", 2.4)]
     assert run.main(argv) == 0 and len(json.loads((out / "results.json").read_text())) == 4  # resumed: kept
     assert "2 runs: 2.000-2.400" in (out / "results.md").read_text()
-    assert report.between_runs_line(first + second) == ("Between runs (separate processes of one model and mode, 2 "
+    assert timing_checks.between_runs_line(first + second) == ("Between runs (separate processes of one model and mode, 2 "
                                                          "such): step times differ by 21.1% at the median, 22.2% at "
                                                          "most (a `hook`).")
-    assert report.between_runs_line(first) == ""  # nothing ran twice: no sentence
+    assert timing_checks.between_runs_line(first) == ""  # nothing ran twice: no sentence
     only = tmp_path / "report-only"  # a report pooling another order's runs, leaving results.json as it was
     only.mkdir()
     (only / "results.json").write_text(paths[0].read_text())

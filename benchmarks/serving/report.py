@@ -8,7 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from benchmarks.zoo.report import noisy_line, own_compile
+from benchmarks.zoo.report import own_compile
+from benchmarks.zoo.timing_checks import noisy_line
 
 from . import models
 

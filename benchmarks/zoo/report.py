@@ -22,12 +22,12 @@ import logging
 import math
 import statistics
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .gaps import gpu_time_gaps_section
+from .timing_checks import TIMED, between_runs_line, disturbed_line, noisy_line
 
 log = logging.getLogger("zoo.report")
-TIMED = ("ok", "wrong")
 # a run the budget's deadline stopped before its result: a placeholder the next call redoes, no result, no failure
 STOPPED = "stopped"
 REPLAY = "cudagraph-replay"
@@ -281,47 +281,6 @@ def _versions(records: list[dict[str, Any]], key: str) -> str:
     return ", ".join(values) or "-"
 
 
-NOISY_SPREAD = 0.10  # p10-p90 of one run's timings over its median: above it, something else ran on the GPU
-
-
-def _model_mode(r: dict[str, Any]) -> str:
-    return f"{r['model']} `{r['mode']}`"
-
-
-def noisy(records: list[dict[str, Any]], label: Callable[[dict[str, Any]], str] = _model_mode) -> list[str]:
-    """``label (spread)`` for each ok record whose timings spread over ``NOISY_SPREAD`` of their median: a figure to
-    rerun before it is read (another run's GPU work during the timing, clocks changing)."""
-    out = []
-    for r in records:
-        p10, p90, median = r.get("step_ms_p10"), r.get("step_ms_p90"), r.get("step_ms")
-        if r.get("status") == "ok" and p10 and p90 and median and (p90 - p10) / median > NOISY_SPREAD:
-            out.append(f"{label(r)} ({(p90 - p10) / median:.0%})")
-    return out
-
-
-def noisy_line(records: list[dict[str, Any]], label: Callable[[dict[str, Any]], str] = _model_mode) -> str:
-    """The reports' sentence listing the ``noisy`` records."""
-    spread = noisy(records, label)
-    return (f"Noisy timings (p10-p90 over {NOISY_SPREAD:.0%} of the median; rerun before reading them): "
-            + (", ".join(spread) if spread else "none") + ".")
-
-
-def between_runs_line(records: list[dict[str, Any]]) -> str:
-    """The reports' sentence on how far separate runs of one model and mode (repeats, the other order) differ:
-    max/min - 1 of their step times, the median over such pairs and the largest, or "" when nothing ran twice.
-    Why: within one run the p10-p90 spread is small, but each process compiles (and autotunes) anew."""
-    steps: dict[tuple[str, str], list[float]] = {}
-    for r in records:
-        if r.get("status") in TIMED and r.get("step_ms"):
-            steps.setdefault((r["model"], r["mode"]), []).append(r["step_ms"])
-    spreads = sorted((max(v) / min(v) - 1, key) for key, v in steps.items() if len(v) > 1)
-    if not spreads:
-        return ""
-    worst, (model, mode) = spreads[-1]
-    return (f"Between runs (separate processes of one model and mode, {len(spreads)} such): step times differ by "
-            f"{statistics.median(s for s, _ in spreads):.1%} at the median, {worst:.1%} at most ({model} `{mode}`).")
-
-
 def called_p10_line(by_key: dict[tuple[str, str], dict[str, Any]], mode: str = "hook") -> str | None:
     """As called by each run's fastest tenth of direct calls (``called_ms_p10``): ``mode`` against the best of
     CALLED_PEERS, geomean and worst. Why: direct calls of sub-millisecond steps are host-bound, and lanes compiling
@@ -398,7 +357,8 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
     between_runs = between_runs_line(records)
     quiet = called_p10_line(by_key)
     shared_host = shared_host_training_line(records)
-    lines += ["", noisy_line(records)] + (["", between_runs] if between_runs else []) + ["", not_run_line(summary)]
+    lines += ["", noisy_line(records), "", disturbed_line(records)] + (["", between_runs] if between_runs else [])
+    lines += ["", not_run_line(summary)]
     lines += ["", shared_host] if shared_host else []
     lines += ["", quiet] if quiet else []
     if "hook" in summary["mode_order"]:
