@@ -40,12 +40,15 @@ def fresh(monkeypatch):
         predictor.uninstall()
 
 
-def _graphs_for(name: str, shapes: list[tuple[int, int]]) -> int:
-    """Compile the shrunk decoder ``name`` once with ``dynamic=True``, call it at ``shapes`` (batch, tokens), check
-    each output against eager; the number of graphs Dynamo compiled."""
+def _graphs_for(name: str, shapes: list[tuple[int, int]], how: str = "predictor", dynamic: bool | None = True) -> int:
+    """Compile the shrunk decoder ``name`` once (``how``: ``predictor.compile`` or plain ``torch.compile``), call it
+    at ``shapes`` (batch, tokens), check each output against eager; the number of graphs Dynamo compiled."""
     lm = builders._hf("AutoModelForCausalLM", CONFIGS[name](), torch.device("cpu"), torch.float32).eval()
     model = builders.HFOut(lm, ("input_ids",), "logits", use_cache=False, logits_to_keep=1)
-    compiled = predictor.compile(model, dynamic=True, cudagraphs=False)
+    if how == "plain":
+        compiled = torch.compile(model, dynamic=dynamic)
+    else:
+        compiled = predictor.compile(model, dynamic=dynamic, cudagraphs=False)
     before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     with torch.no_grad():
         for batch, tokens in shapes:
@@ -63,3 +66,12 @@ def test_a_served_decode_batch_compiles_batch_one_and_one_graph_for_the_rest(fre
 
 def test_a_prefill_token_count_compiles_once(fresh):
     assert _graphs_for("deepseek", [(1, 7), (1, 19), (1, 40), (1, 7)]) == 1
+
+
+def test_without_dynamic_a_changing_batch_recompiles_as_often_as_under_plain(fresh):
+    """A server that never says ``dynamic=True``: Dynamo compiles the first batch static, then one dynamic graph at
+    the second size (automatic dynamic shapes); ``predictor.compile`` adds no graph to plain's."""
+    shapes = [(1, 1), (2, 1), (5, 1), (9, 1), (1, 1), (3, 1)]
+    plain = _graphs_for("phi2", shapes, how="plain", dynamic=None)
+    torch._dynamo.reset()
+    assert _graphs_for("phi2", shapes, dynamic=None) == plain == 2
