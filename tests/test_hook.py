@@ -933,6 +933,8 @@ def test_tune_benchmarks_only_the_decided_kind():
     kept = pruner(PositionRanker(scores), policy="tune", top_k=2).filter(choices, inputs, "mm")
     assert kept == choices[-2:] and choices[0] not in kept
     assert triton.stats()["kept_total"] == 3
+    # the same decision under "decide" keeps the favourite alone, whatever top_k says
+    assert pruner(PositionRanker(scores), policy="decide", top_k=3).filter(choices, inputs, "mm") == [choices[-1]]
 
 
 def test_decide_trusts_triton_only_for_kinds_the_model_was_trained_on():

@@ -36,8 +36,8 @@ from ..features import ideal_time_us, ranker_rows, runtime_feature_matrix
 from .inductor_inputs import (_lowering_node, _operands_key, _tf32_enabled, one_kernel_fits, output_feeds_pointwise,
                               problem_from_inputs, scaled_op)
 from .region_models import RegionModel, load_region_models, model_for
-from .policy import (EXPLICIT_KIND_OPS, GAP_FLOORS, aten_alone_if_small, decide_gap_for, decide_one, fallback_choices,
-                     keep_best, out_of_training_range, override_choice, trusted_kind, tuned_choices,
+from .policy import (EXPLICIT_KIND_OPS, GAP_FLOORS, aten_alone_if_small, decide_gap_for, decide_one, decided_choices,
+                     fallback_choices, keep_best, out_of_training_range, override_choice, trusted_kind,
                      untrained_kind, with_aten_fallback, with_epilogue_templates)
 from ..problem import Problem
 from .settings import HookSettings
@@ -420,8 +420,7 @@ class GemmPruner:
                     self.decision_observer(choices, scores, is_aten, chosen, problem, kernel_inputs, op_name)
                 except Exception as exc:  # noqa: BLE001
                     self._warn_once("observe", f"observing the decision for {op_name} failed ({type(exc).__name__}: {exc})")
-            kept = tuned_choices(scores, is_aten, chosen, s.top_k) if s.policy == "tune" else [chosen]
-            return [choices[i] for i in kept]
+            return [choices[i] for i in decided_choices(scores, is_aten, chosen, s.policy, s.top_k)]
 
         # Inductor's scheduler needs a Triton kernel for every hint in config.multi_kernel_hints (it takes the
         # min over each hint group's Triton timings), so a hint not worth autotuning keeps its favourite alone

@@ -197,6 +197,12 @@ def tuned_choices(scores: np.ndarray, is_aten: Sequence[bool], chosen: int, k: i
     return np.sort(others[np.argsort(-scores[others], kind="stable")[:k]])
 
 
+def decided_choices(scores: np.ndarray, is_aten: Sequence[bool], chosen: int, policy: str, k: int) -> np.ndarray:
+    """What a GEMM ``decide_one`` decided keeps (indices): ``chosen`` alone under ``policy="decide"``; under
+    ``"tune"`` the decided kind's top ``k`` (``tuned_choices``). The hook and the split ``addmm`` share it."""
+    return tuned_choices(scores, is_aten, chosen, k) if policy == "tune" else np.asarray([chosen])
+
+
 def runner_up(scores: np.ndarray, is_aten: Sequence[bool], chosen: int) -> tuple[int | None, float | None]:
     """The decision ``decide_one`` did not take, and the score gap behind it: ``(alternative, gap)``.
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..candidate import Candidate, from_template_kwargs
 from .inductor_inputs import _lowering_node, _operands_key, _tf32_enabled, problem_from_inputs
-from .policy import decide_one, is_aten_choice, out_of_training_range, tuned_choices
+from .policy import decide_one, decided_choices, is_aten_choice, out_of_training_range
 from .region_models import model_for
 from .settings import HookSettings
 
@@ -84,10 +84,9 @@ class SplitAddmm:
                             pruner.decide_gap(problem, region))
         if chosen >= len(cands):
             return []
-        settings = pruner.settings
-        kept = tuned_choices(scores, is_aten, chosen, settings.top_k) if settings.policy == "tune" else [chosen]
         self._thread.triton_key = getattr(self._thread, "aten_key", None)
-        return [choices[i] for i in kept]
+        s = pruner.settings
+        return [choices[i] for i in decided_choices(scores, is_aten, chosen, s.policy, s.top_k)]
 
     def without_aten(self, callers: list[Any]) -> list[Any]:
         """Inductor's ChoiceCallers of one GEMM, less the aten ones where they belong to the ``addmm`` just decided
