@@ -326,12 +326,12 @@ def measure(record: dict[str, Any], zm: models.ZooModel, mode: modes.Mode, repea
     record["compile_waited_s"] = lock_waited_s() - waited  # its benchmarks waiting for other lanes' turns
     # cudagraph trees warm up on call 1, record on call 2, replay from call 3. In turn with the other lanes: these
     # steps' kernels would otherwise run beside another lane's autotuning benchmarks, which then time noise
-    waited = lock_waited_s()
+    waited_before_warm_up = lock_waited_s()
     with timing_lock():
         for _ in range(2):
             step()
         _sync(device)
-    record["compile_s_total"] = time.perf_counter() - t0 - (lock_waited_s() - waited)
+    record["compile_s_total"] = time.perf_counter() - t0 - (lock_waited_s() - waited_before_warm_up)
     log.info("compiled in %.1f s (%.1f s until warm)", record["compile_s"], record["compile_s_total"])
 
     if torch.isfinite(ref).all():
