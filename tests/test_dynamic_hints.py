@@ -104,6 +104,28 @@ def test_the_wrapped_codegen_sees_floored_hints_and_restores_them_on_error():
     assert _hint(sizevars, batch * 64) == 128
 
 
+def test_a_reduction_kernel_is_written_with_its_own_hints():
+    from torch._inductor.codegen.triton import TritonKernel
+    from torch._inductor.virtualized import V
+
+    sizevars, (rows,) = _sizevars(64)
+    seen = []
+
+    class Graph:
+        pass
+
+    graph = Graph()
+    graph.sizevars = sizevars
+    wrapped = dynamic_hints._codegen_with_large_hints(lambda self, name=None: seen.append(_hint(V.graph.sizevars, rows)))
+    pointwise, reduction = object.__new__(TritonKernel), object.__new__(TritonKernel)
+    pointwise.numels, reduction.numels = {"x": rows * 4}, {"x": rows * 4, "r0_": 256}
+    with V.set_graph_handler(graph):
+        wrapped(pointwise)
+        wrapped(reduction)
+    assert seen == [hint_floor(), 64]  # a norm's few rows keep the first size's hint
+    assert dynamic_hints.reduces(reduction) and not dynamic_hints.reduces(pointwise)
+
+
 def test_the_hint_floor_is_in_the_hooks_cache_key():
     from torch._inductor import config
 

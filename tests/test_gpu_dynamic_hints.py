@@ -58,3 +58,41 @@ def test_pointwise_kernels_of_a_dynamic_graph_are_sized_for_large_sizes():
         while installing._STACK:
             predictor.uninstall()
         torch._dynamo.reset()
+
+
+class NormedGate(torch.nn.Module):
+    """A decoder's RMSNorm (a reduction over 256 per row) before a gated MLP (pointwise)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.RMSNorm(256)
+        self.mlp = GatedMLP()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.norm(x))
+
+
+def _reduction_hints(compile_fn, model, x) -> list[tuple[int, int]]:
+    torch._dynamo.reset()
+    torch._dynamo.mark_dynamic(x, 0)
+    with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True):
+        _, (code, *_) = run_and_get_code(compile_fn(model), x)
+    found = [(int(x), int(r)) for x, r in re.findall(r"size_hints=\{'x': (\d+), 'r0_': (\d+)\}", code)]
+    assert found, "no reduction kernel in the generated code"
+    return found
+
+
+def test_reduction_kernels_of_a_dynamic_graph_keep_the_first_sizes_hints():
+    from predictor.runtime import installing
+
+    torch.manual_seed(0)
+    model = NormedGate().cuda().to(torch.bfloat16).eval()
+    x = torch.randn(8, 256, device="cuda", dtype=torch.bfloat16)
+    try:
+        plain = _reduction_hints(lambda m: torch.compile(m, dynamic=True), model, x.clone())
+        ours = _reduction_hints(lambda m: predictor.compile(m, dynamic=True, cudagraphs=False), model, x.clone())
+        assert ours == plain and max(h for h, _ in ours) < hint_floor()
+    finally:
+        while installing._STACK:
+            predictor.uninstall()
+        torch._dynamo.reset()

@@ -69,6 +69,10 @@ def test_report_compares_hook_dynamic_with_the_best_peer_at_each_size():
     t = report.table(ranged)[("tiny", "decode")]
     assert t["vs_best"]["hook-ranges-dynamic"] == {1: 1.0, 8: 1.0}
     assert "`hook-ranges-dynamic`: geomean over sizes vs plain-dynamic 1.414" in report.markdown(ranged)
+    # the default compiled once per size (a server's compile sizes): compared alike, its compiles summed over sizes
+    per_size = records + [rec("hook-static", 1, 0.4, 5.0), rec("hook-static", 8, 1.0, 6.0)]
+    t = report.table(per_size)[("tiny", "decode")]
+    assert t["vs_best"]["hook-static"] == {1: 0.5 / 0.4, 8: 2.0 / 1.0} and t["compile"]["hook-static"] == 11.0
     spoiled = records + [{**rec("plain-static", 8, 2.0), "step_ms_p10": 1.8, "step_ms_p90": 2.6}]
     assert "rerun before reading them): tiny decode 8 `plain-static` (40%)." in report.markdown(spoiled)
 

@@ -13,7 +13,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-MODES = ("plain-dynamic", "plain-static", "ma-static", "ma-dynamic", "hook-dynamic", "hook-ranges-dynamic")
+MODES = ("plain-dynamic", "plain-static", "ma-static", "ma-dynamic", "hook-dynamic", "hook-ranges-dynamic",
+         "hook-static")
 SIZES = {"decode": (1, 2, 4, 8, 16, 32, 64, 128, 256), "prefill": (64, 128, 200, 512, 1000, 1536, 2048, 4096)}
 
 

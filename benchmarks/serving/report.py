@@ -14,7 +14,8 @@ from benchmarks.zoo.timing_checks import noisy_line
 from . import models
 
 PEERS = ("plain-dynamic", "plain-static", "ma-static", "ma-dynamic")
-HOOKS = ("hook-dynamic", "hook-ranges-dynamic")  # the default, and one kernel per range of M (size_ranges)
+# the default, one kernel per range of M (size_ranges), and the default compiled once per size (a server's compile sizes)
+HOOKS = ("hook-dynamic", "hook-ranges-dynamic", "hook-static")
 
 
 def _geomean(values: list[float]) -> float | None:
