@@ -73,6 +73,12 @@ def test_report_compares_hook_dynamic_with_the_best_peer_at_each_size():
     per_size = records + [rec("hook-static", 1, 0.4, 5.0), rec("hook-static", 8, 1.0, 6.0)]
     t = report.table(per_size)[("tiny", "decode")]
     assert t["vs_best"]["hook-static"] == {1: 0.5 / 0.4, 8: 2.0 / 1.0} and t["compile"]["hook-static"] == 11.0
+    # replays back to back, where the records have them: the same comparison on that timing
+    queued = [{**r, "step_ms_b2b": r["step_ms"] * (0.5 if r["mode"] == "plain-dynamic" else 1.0)} for r in records]
+    assert report.table(queued, "step_ms_b2b")[("tiny", "decode")]["vs_plain"]["hook-dynamic"] == {1: 0.625, 8: 0.625}
+    assert "Replays back to back (`step_ms_b2b`): 0.625 vs plain-dynamic, worst 0.625 vs the best peer." in \
+        report.markdown(queued)
+    assert "back to back" not in report.markdown(records)
     spoiled = records + [{**rec("plain-static", 8, 2.0), "step_ms_p10": 1.8, "step_ms_p90": 2.6}]
     assert "rerun before reading them): tiny decode 8 `plain-static` (40%)." in report.markdown(spoiled)
 

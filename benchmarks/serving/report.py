@@ -22,16 +22,17 @@ def _geomean(values: list[float]) -> float | None:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
-def table(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+def table(records: list[dict[str, Any]], timing: str = "step_ms") -> dict[tuple[str, str], dict[str, Any]]:
     """(model, phase) -> {"steps": {mode: {size: ms}}, "compile": {mode: s}, "recompiles": {mode: n}, "sizes": [...],
-    "vs_best": {hook mode: {size: ratio}}, "vs_plain": {hook mode: {size: ratio}}} over the ok records."""
+    "vs_best": {hook mode: {size: ratio}}, "vs_plain": {hook mode: {size: ratio}}} over the ok records, by the
+    records' ``timing`` (``step_ms``: replays timed one at a time; ``step_ms_b2b``: back to back)."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for r in map(own_compile, records):  # compile times net of waits for other lanes' turns
         t = out.setdefault((r["model"], r["phase"]), {"steps": {}, "compile": {}, "recompiles": {}, "sizes": set()})
         t["sizes"].add(r["size"])
-        if r.get("status") != "ok" or not r.get("step_ms"):
+        if r.get("status") != "ok" or not r.get(timing):
             continue
-        t["steps"].setdefault(r["mode"], {})[r["size"]] = r["step_ms"]
+        t["steps"].setdefault(r["mode"], {})[r["size"]] = r[timing]
         dynamic = r["mode"].endswith("-dynamic")  # one compile over every size; static: one per size, summed
         t["compile"][r["mode"]] = r["compile_s"] if dynamic else t["compile"].get(r["mode"], 0.0) + r["compile_s"]
         t["recompiles"][r["mode"]] = max(t["recompiles"].get(r["mode"], 0), r.get("recompiles") or 0)
@@ -57,6 +58,7 @@ def markdown(records: list[dict[str, Any]]) -> str:
              f"of {', '.join(PEERS)} at that size / the hook mode's (higher is better). Compile: dynamic modes, the one "
              "graph's whole compile over every size; static modes, the sum of one compile per size; both without "
              "the time spent waiting for other runs' turns on the GPU where records say so (compile_waited_s).", ""]
+    back_to_back = table(records, "step_ms_b2b")
     for (model, phase), t in table(records).items():
         modes = [m for m in models.MODES if m in t["steps"]]
         hooks = list(t["vs_best"])
@@ -77,10 +79,16 @@ def markdown(records: list[dict[str, Any]]) -> str:
             geo_plain, worst = _geomean(list(t["vs_plain"][h].values())), min(t["vs_best"][h].values(), default=None)
             compile_ratio = (t["compile"][h] / t["compile"]["plain-dynamic"]
                              if h in t["compile"] and t["compile"].get("plain-dynamic") else None)
+            b2b = back_to_back.get((model, phase), {})
+            b2b_plain = _geomean(list(b2b.get("vs_plain", {}).get(h, {}).values()))
+            b2b_worst = min(b2b.get("vs_best", {}).get(h, {}).values(), default=None)
             lines.append(f"`{h}`: geomean over sizes vs plain-dynamic "
                          f"{'-' if geo_plain is None else f'{geo_plain:.3f}'}; worst vs the best peer "
                          f"{'-' if worst is None else f'{worst:.3f}'}; compile vs plain-dynamic "
-                         f"{'-' if compile_ratio is None else f'{compile_ratio:.2f}x'}.")
+                         f"{'-' if compile_ratio is None else f'{compile_ratio:.2f}x'}"
+                         + ("." if b2b_plain is None else f". Replays back to back (`step_ms_b2b`): {b2b_plain:.3f} vs "
+                            f"plain-dynamic, worst {'-' if b2b_worst is None else f'{b2b_worst:.3f}'} vs the best "
+                            "peer."))
         lines.append("")
     lines += [noisy_line(records, lambda r: f"{r['model']} {r['phase']} {r['size']} `{r['mode']}`"), ""]
     failed = [r for r in records if r.get("status") != "ok"]
