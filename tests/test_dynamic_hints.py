@@ -1,5 +1,7 @@
 """A dynamic graph's kernel hints: symbols raised to the floor while Inductor writes a kernel, nothing else."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -86,12 +88,7 @@ def test_the_wrapped_codegen_sees_floored_hints_and_restores_them_on_error():
 
     sizevars, (batch,) = _sizevars(2)
     seen = []
-
-    class Graph:
-        pass
-
-    graph = Graph()
-    graph.sizevars = sizevars
+    graph = SimpleNamespace(sizevars=sizevars)  # what the wrapper reads of the graph being lowered
 
     def fake_codegen(self, name=None):
         seen.append(_hint(V.graph.sizevars, batch * 64))
@@ -110,12 +107,7 @@ def test_a_reduction_kernel_is_written_with_its_own_hints():
 
     sizevars, (rows,) = _sizevars(64)
     seen = []
-
-    class Graph:
-        pass
-
-    graph = Graph()
-    graph.sizevars = sizevars
+    graph = SimpleNamespace(sizevars=sizevars)  # what the wrapper reads of the graph being lowered
     wrapped = dynamic_hints._codegen_with_large_hints(lambda self, name=None: seen.append(_hint(V.graph.sizevars, rows)))
     pointwise, reduction = object.__new__(TritonKernel), object.__new__(TritonKernel)
     pointwise.numels, reduction.numels = {"x": rows * 4}, {"x": rows * 4, "r0_": 256}
