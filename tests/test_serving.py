@@ -29,7 +29,8 @@ def test_one_dynamic_compile_serves_every_size_and_a_rerun_resumes(tmp_path):
     records = json.loads((tmp_path / "results.json").read_text())
     by = {(r["mode"], r["size"]): r for r in records}
     assert sorted(by) == [(m, s) for m in ("plain-dynamic", "plain-static") for s in (1, 3, 8)]
-    assert all(r["status"] == "ok" and r["step_ms"] > 0 and r["timing"] == "direct" for r in records)
+    assert all(r["status"] == "ok" and r["step_ms"] > 0 and r["timing"] == "direct" and r["process"] == 0
+               for r in records)
     dynamic = [by[("plain-dynamic", s)] for s in (1, 3, 8)]
     assert len({r["compile_s"] for r in dynamic}) == 1  # the one graph's whole compile, over every size
     assert dynamic[-1]["recompiles"] == 1  # size 1 is specialised; 3 and 8 share the dynamic graph
@@ -43,7 +44,8 @@ def test_one_dynamic_compile_serves_every_size_and_a_rerun_resumes(tmp_path):
 
 @pytest.mark.parametrize(("args", "words"), [(["--modes", "fast"], "unknown mode 'fast'"),
                                              (["--decode-sizes", "1,x"], "expected positive integers"),
-                                             (["--models", "gpt5"], "unknown model 'gpt5'")])
+                                             (["--models", "gpt5"], "unknown model 'gpt5'"),
+                                             (["--processes", "0"], "--processes 0: expected 1 or more")])
 def test_bad_arguments_are_one_line_errors(tmp_path, capsys, args, words):
     base = ["--models", "tiny", "--phases", "decode", "--out", str(tmp_path)]
     assert run.main(base + args) == 2
@@ -86,12 +88,32 @@ def test_report_compares_hook_dynamic_with_the_best_peer_at_each_size():
 def test_pending_runs_a_dynamic_mode_whole_and_a_static_modes_missing_sizes_in_chunks():
     jobs = [("tiny", "decode", "plain-dynamic", "1,2,4,8"), ("tiny", "decode", "ma-static", "1,2,4,8,16")]
     rec = lambda mode, size: {"model": "tiny", "phase": "decode", "mode": mode, "size": size}  # noqa: E731
-    assert run.pending(jobs, [], 2) == [("tiny", "decode", "plain-dynamic", "1,2,4,8"),
-                                        ("tiny", "decode", "ma-static", "1,2"), ("tiny", "decode", "ma-static", "4,8"),
-                                        ("tiny", "decode", "ma-static", "16")]
+    static = [("tiny", "decode", "ma-static", sizes, 0) for sizes in ("1,2", "4,8", "16")]
+    assert run.pending(jobs, [], 2) == [("tiny", "decode", "plain-dynamic", "1,2,4,8", 0), *static]
     # a stopped static worker kept sizes 2 and 8; the dynamic mode, once there, is done
     done = [rec("plain-dynamic", s) for s in (1, 2, 4, 8)] + [rec("ma-static", 2), rec("ma-static", 8)]
-    assert run.pending(jobs, done, 2) == [("tiny", "decode", "ma-static", "1,4"), ("tiny", "decode", "ma-static", "16")]
+    assert run.pending(jobs, done, 2) == [("tiny", "decode", "ma-static", "1,4", 0),
+                                          ("tiny", "decode", "ma-static", "16", 0)]
+    # in two processes: the dynamic mode's second process is left (records without `process` are process 0's),
+    # the static mode's sizes run once
+    assert run.pending(jobs, done, 2, processes=2) == [("tiny", "decode", "ma-static", "1,4", 0),
+                                                       ("tiny", "decode", "ma-static", "16", 0),
+                                                       ("tiny", "decode", "plain-dynamic", "1,2,4,8", 1)]
+    second = [{**rec("plain-dynamic", s), "process": 1} for s in (1, 2, 4, 8)]
+    assert ("tiny", "decode", "plain-dynamic", "1,2,4,8", 1) not in run.pending(jobs, done + second, 2, processes=2)
+
+
+def test_a_mode_run_in_several_processes_reports_the_median_per_size():
+    rec = lambda mode, size, ms, process, compile_s=10.0: {  # noqa: E731
+        "model": "tiny", "phase": "decode", "mode": mode, "size": size, "status": "ok", "step_ms": ms,
+        "compile_s": compile_s, "process": process}
+    records = [rec("plain-dynamic", 8, ms, p, c) for p, (ms, c) in enumerate([(2.0, 10.0), (2.4, 14.0), (2.1, 11.0)])]
+    records += [rec("hook-dynamic", 8, 2.0, 0, 12.0)]
+    t = report.table(records)[("tiny", "decode")]
+    assert t["steps"]["plain-dynamic"] == {8: 2.1} and t["compile"]["plain-dynamic"] == 11.0
+    assert t["vs_plain"]["hook-dynamic"] == {8: 2.1 / 2.0}
+    assert "median per size" in report.markdown(records)
+    assert "median per size" not in report.markdown(records[:1] + records[3:])
 
 
 def test_kernel_classes_follow_inductor_prefixes_then_library_names():

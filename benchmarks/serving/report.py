@@ -5,6 +5,7 @@ each of the product's modes (``HOOKS``) against the best of the four stock peers
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from benchmarks.zoo.timing_checks import noisy_line
 from . import models
 
 PEERS = ("plain-dynamic", "plain-static", "ma-static", "ma-dynamic")
-# the default, one kernel per range of M (size_ranges), and the default compiled once per size (a server's compile sizes)
+# the default, one kernel per range of M (size_ranges), the default compiled once per size (a server's compile sizes)
 HOOKS = ("hook-dynamic", "hook-ranges-dynamic", "hook-static")
 
 
@@ -25,19 +26,25 @@ def _geomean(values: list[float]) -> float | None:
 def table(records: list[dict[str, Any]], timing: str = "step_ms") -> dict[tuple[str, str], dict[str, Any]]:
     """(model, phase) -> {"steps": {mode: {size: ms}}, "compile": {mode: s}, "recompiles": {mode: n}, "sizes": [...],
     "vs_best": {hook mode: {size: ratio}}, "vs_plain": {hook mode: {size: ratio}}} over the ok records, by the
-    records' ``timing`` (``step_ms``: replays timed one at a time; ``step_ms_b2b``: back to back)."""
+    records' ``timing`` (``step_ms``: replays timed one at a time; ``step_ms_b2b``: back to back). A mode run in
+    several processes (records' ``process``) gets the median of their step times per size, and of their compiles."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for r in map(own_compile, records):  # compile times net of waits for other lanes' turns
         t = out.setdefault((r["model"], r["phase"]), {"steps": {}, "compile": {}, "recompiles": {}, "sizes": set()})
         t["sizes"].add(r["size"])
         if r.get("status") != "ok" or not r.get(timing):
             continue
-        t["steps"].setdefault(r["mode"], {})[r["size"]] = r[timing]
+        t["steps"].setdefault(r["mode"], {}).setdefault(r["size"], []).append(r[timing])
+        per_process = t["compile"].setdefault(r["mode"], {})
+        process = r.get("process", 0)
         dynamic = r["mode"].endswith("-dynamic")  # one compile over every size; static: one per size, summed
-        t["compile"][r["mode"]] = r["compile_s"] if dynamic else t["compile"].get(r["mode"], 0.0) + r["compile_s"]
+        per_process[process] = r["compile_s"] if dynamic else per_process.get(process, 0.0) + r["compile_s"]
         t["recompiles"][r["mode"]] = max(t["recompiles"].get(r["mode"], 0), r.get("recompiles") or 0)
     for t in out.values():
         t["sizes"] = sorted(t["sizes"])
+        t["steps"] = {m: {size: statistics.median(v) for size, v in by_size.items()}
+                      for m, by_size in t["steps"].items()}
+        t["compile"] = {m: statistics.median(by_process.values()) for m, by_process in t["compile"].items()}
         t["vs_best"], t["vs_plain"] = {}, {}
         for hook in [h for h in HOOKS if h in t["steps"]]:
             best, plain = t["vs_best"].setdefault(hook, {}), t["vs_plain"].setdefault(hook, {})
@@ -55,9 +62,12 @@ def markdown(records: list[dict[str, Any]]) -> str:
     torch_versions = sorted({str(r.get("torch")) for r in records if r.get("torch")}) or ["-"]
     lines = ["# Serving: one compile for every size", "", f"GPU {', '.join(gpus)} · torch {', '.join(torch_versions)}",
              "", "Step time in ms by one CUDA-graph replay per size (lower is better); `hook-...` vs best = the best "
-             f"of {', '.join(PEERS)} at that size / the hook mode's (higher is better). Compile: dynamic modes, the one "
-             "graph's whole compile over every size; static modes, the sum of one compile per size; both without "
+             f"of {', '.join(PEERS)} at that size / the hook mode's (higher is better). Compile: dynamic modes, the "
+             "one graph's whole compile over every size; static modes, the sum of one compile per size; both without "
              "the time spent waiting for other runs' turns on the GPU where records say so (compile_waited_s).", ""]
+    if any(r.get("process", 0) for r in records):
+        lines += ["Modes run in several fresh processes (records' `process`) show the median per size, and of their "
+                  "compiles.", ""]
     back_to_back = table(records, "step_ms_b2b")
     for (model, phase), t in table(records).items():
         modes = [m for m in models.MODES if m in t["steps"]]
@@ -73,7 +83,8 @@ def markdown(records: list[dict[str, Any]]) -> str:
                 cells += [fmt(t["vs_best"][h].get(size)), fmt(t["vs_plain"][h].get(size))]
             lines.append(f"| {size} | " + " | ".join(cells) + " |")
         lines += ["", "| mode | compile s | recompiles |", "|---|---|---|"]
-        lines += [f"| `{m}` | {t['compile'][m]:.1f} | {t['recompiles'].get(m, 0)} |" for m in modes if m in t["compile"]]
+        lines += [f"| `{m}` | {t['compile'][m]:.1f} | {t['recompiles'].get(m, 0)} |"
+                  for m in modes if m in t["compile"]]
         lines.append("")
         for h in hooks:
             geo_plain, worst = _geomean(list(t["vs_plain"][h].values())), min(t["vs_best"][h].values(), default=None)

@@ -8,6 +8,8 @@ that lanes share. Each worker returns one record per size. After every worker it
 OUT/results.json (written atomically), so a command stopped at any point loses only the runs in flight; a rerun skips
 the (model, phase, mode) already there and, for static modes, the sizes already there (a static worker stopped by the
 budget keeps the sizes it finished). --budget-s: no run starts after it, and runs still going are stopped there.
+--processes N runs each dynamic mode in N fresh processes (records say which: ``process``), and the report takes the
+median per size: one mode's replays move by up to 5% between processes.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="runs sharing each GPU: their compiles overlap, their timings take turns; compile times then "
                         "include the contention (records say lanes_per_gpu)")
     p.add_argument("--static-chunk", type=int, default=3, help="sizes per worker of a static mode")
+    p.add_argument("--processes", type=int, default=1,
+                   help="fresh processes per dynamic mode, each timing every size (the report takes the median)")
     p.add_argument("--repeats", type=int, default=30, help="timed replays per size")
     p.add_argument("--run-timeout", type=float, default=540.0,
                    help="seconds of its own per (model, phase, mode) run: time it waits for other lanes' turns on "
@@ -69,6 +73,8 @@ def _check(args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
         raise ServingError(f"--lanes-per-gpu {args.lanes_per_gpu}: expected 1 or more")
     if args.static_chunk < 1:
         raise ServingError(f"--static-chunk {args.static_chunk}: expected 1 or more")
+    if args.processes < 1:
+        raise ServingError(f"--processes {args.processes}: expected 1 or more")
     todo = []
     for model in args.models.split(","):
         if model not in models.REGISTRY:
@@ -86,21 +92,25 @@ def _check(args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
     return todo
 
 
-def pending(jobs: list[tuple[str, str, str, str]], records: list[dict[str, Any]],
-            static_chunk: int) -> list[tuple[str, str, str, str]]:
-    """The jobs still to run: a dynamic mode whole unless it is there; a static mode's missing sizes, in chunks."""
-    done: dict[tuple[str, str, str], set[int]] = {}
+def pending(jobs: list[tuple[str, str, str, str]], records: list[dict[str, Any]], static_chunk: int,
+            processes: int = 1) -> list[tuple[str, str, str, str, int]]:
+    """The runs still to do, as (model, phase, mode, sizes, process): a dynamic mode whole in each of ``processes``
+    processes unless that process's records are there (every process of every job before the next process's, so a
+    budget spent leaves whole rounds); a static mode's missing sizes, in chunks (process 0)."""
+    done: dict[tuple[str, str, str, int], set[int]] = {}
     for r in records:
-        done.setdefault((r["model"], r["phase"], r["mode"]), set()).add(int(r["size"]))
+        done.setdefault((r["model"], r["phase"], r["mode"], int(r.get("process", 0))), set()).add(int(r["size"]))
     out = []
-    for model, phase, mode, sizes in jobs:
-        key = (model, phase, mode)
-        if not mode.endswith("-static"):
-            if key not in done:
-                out.append((model, phase, mode, sizes))
-            continue
-        left = [s for s in sizes.split(",") if int(s) not in done.get(key, set())]
-        out += [(model, phase, mode, ",".join(left[i:i + static_chunk])) for i in range(0, len(left), static_chunk)]
+    for process in range(processes):
+        for model, phase, mode, sizes in jobs:
+            key = (model, phase, mode, process)
+            if not mode.endswith("-static"):
+                if key not in done:
+                    out.append((model, phase, mode, sizes, process))
+            elif process == 0:
+                left = [s for s in sizes.split(",") if int(s) not in done.get(key, set())]
+                out += [(model, phase, mode, ",".join(left[i:i + static_chunk]), 0)
+                        for i in range(0, len(left), static_chunk)]
     return out
 
 
@@ -117,13 +127,20 @@ def load(path: Path) -> list[dict[str, Any]]:
     return data
 
 
-def launch(args: argparse.Namespace, job: tuple[str, str, str, str], device: str | None,
+def launch(args: argparse.Namespace, job: tuple[str, str, str, str, int], device: str | None,
            deadline: float | None) -> list[dict[str, Any]] | None:
-    """One worker -> its records; None when the deadline stopped it (left for the next call)."""
-    model, phase, mode, sizes = job
+    """One worker -> its records, each with its ``process``; None when the deadline stopped it (left for the next
+    call)."""
+    got = _launch(args, job, device, deadline)
+    return None if got is None else [{**r, "process": job[4]} for r in got]
+
+
+def _launch(args: argparse.Namespace, job: tuple[str, str, str, str, int], device: str | None,
+            deadline: float | None) -> list[dict[str, Any]] | None:
+    model, phase, mode, sizes, process = job
     tmp = Path(tempfile.mkdtemp(prefix="serving-"))
     env, waited_file = worker_env(tmp, device, args.lanes_per_gpu, args.out)
-    chunk = f"__{sizes.replace(',', '-')}" if mode.endswith("-static") else ""  # static chunks log apart
+    chunk = f"__{sizes.replace(',', '-')}" if mode.endswith("-static") else f"__p{process}" if process else ""
     log = args.out / "logs" / f"{model}__{phase}__{mode}{chunk}.log"
     cmd = [sys.executable, "-m", "benchmarks.serving.worker", "--model", model, "--phase", phase, "--mode", mode,
            "--sizes", sizes, "--repeats", str(args.repeats), "--json-out", str(tmp / "records.json")]
@@ -179,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
         report.write_report(records, args.out)
         return 0
     jobs: queue.Queue = queue.Queue()
-    todo = pending(_check(args), records, args.static_chunk)
+    todo = pending(_check(args), records, args.static_chunk, args.processes)
     for job in todo:
         jobs.put(job)
     (args.out / "logs").mkdir(parents=True, exist_ok=True)
@@ -211,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
         t.join()
     bar.close()
     report.write_report(records, args.out)
-    left = len(pending(todo, records, args.static_chunk))
+    left = len(pending(_check(args), records, args.static_chunk, args.processes))
     if left:
         print(f"serving: {left} run(s) left (budget spent): rerun the same command to continue", file=sys.stderr)
     return 0
