@@ -3,6 +3,7 @@
 from types import SimpleNamespace
 
 import pytest
+import sympy
 import torch
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
@@ -110,7 +111,8 @@ def test_a_reduction_kernel_is_written_with_its_own_hints():
     graph = SimpleNamespace(sizevars=sizevars)  # what the wrapper reads of the graph being lowered
     wrapped = dynamic_hints._codegen_with_large_hints(lambda self, name=None: seen.append(_hint(V.graph.sizevars, rows)))
     pointwise, reduction = object.__new__(TritonKernel), object.__new__(TritonKernel)
-    pointwise.numels, reduction.numels = {"x": rows * 4}, {"x": rows * 4, "r0_": 256}
+    # as Inductor tiles them: a pointwise kernel has a reduction range of one element
+    pointwise.numels, reduction.numels = {"x": rows * 4, "r0_": sympy.S.One}, {"x": rows * 4, "r0_": sympy.Integer(256)}
     with V.set_graph_handler(graph):
         wrapped(pointwise)
         wrapped(reduction)

@@ -77,12 +77,12 @@ def large_size_hints(sizevars: Any, floor: int) -> Iterator[None]:
 
 
 def reduces(kernel: Any) -> bool:
-    """Whether an Inductor Triton kernel reduces: one of its ranges is a reduction's (prefix ``r0_``, ``r1_``; ``r``
-    in older torch)."""
+    """Whether an Inductor Triton kernel reduces: a reduction range (prefix ``r0_``, ``r1_``; ``r`` in older torch)
+    of more than one element. A pointwise kernel has one too, of 1 (``SIMDScheduling.create_tiling``)."""
     numels = getattr(kernel, "numels", None)
     if numels is None:
         return bool(getattr(kernel, "inside_reduction", False))
-    return any(str(prefix).startswith("r") for prefix in numels)
+    return any(str(prefix).startswith("r") and numel != 1 for prefix, numel in numels.items())
 
 
 def _codegen_with_large_hints(codegen: Callable[..., Any]) -> Callable[..., Any]:
