@@ -13,6 +13,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from benchmarks.zoo import configs
+
 MODES = ("plain-dynamic", "plain-static", "ma-static", "ma-dynamic", "hook-dynamic", "hook-ranges-dynamic",
          "hook-static")
 SIZES = {"decode": (1, 2, 4, 8, 16, 32, 64, 128, 256), "prefill": (64, 128, 200, 512, 1000, 1536, 2048, 4096)}
@@ -38,14 +40,22 @@ class LastLogits(nn.Module):
         return self.model(input_ids=ids, use_cache=False, logits_to_keep=1).logits
 
 
-def _causal_lm(config_name: str, **config: Any) -> Callable[[torch.device], nn.Module]:
+def _causal_lm_from(make_config: Callable[[], Any]) -> Callable[[torch.device], nn.Module]:
     def build(device: torch.device) -> nn.Module:
         import transformers
 
         torch.manual_seed(0)
-        lm = transformers.AutoModelForCausalLM.from_config(getattr(transformers, config_name)(**config))
+        lm = transformers.AutoModelForCausalLM.from_config(make_config())
         return LastLogits(lm.to(device=device, dtype=torch.bfloat16))
     return build
+
+
+def _causal_lm(config_name: str, **config: Any) -> Callable[[torch.device], nn.Module]:
+    def make_config() -> Any:
+        import transformers
+
+        return getattr(transformers, config_name)(**config)
+    return _causal_lm_from(make_config)
 
 
 def _tiny(device: torch.device) -> nn.Module:
@@ -64,14 +74,9 @@ REGISTRY: dict[str, ServedModel] = {m.name: m for m in [
                            max_position_embeddings=4096), vocab=50272),
     # not in the default --models: architectures kept out of the serving figures, to check that they generalise
     ServedModel("gemma3", "Gemma 3 (1B widths: 1152/6912, 4 heads of 256, 1 kv, sliding window 512, vocab 262144), "
-                "2 layers",
-                _causal_lm("Gemma3TextConfig", hidden_size=1152, intermediate_size=6912, num_attention_heads=4,
-                           num_key_value_heads=1, head_dim=256, vocab_size=262144, num_hidden_layers=2,
-                           sliding_window=512), vocab=262144),
+                "2 layers", _causal_lm_from(configs._gemma3_config), vocab=262144),
     ServedModel("olmoe", "OLMoE-1B-7B widths (2048, 64 routed experts of 1024, top-8, 16 heads), 2 layers",
-                _causal_lm("OlmoeConfig", hidden_size=2048, intermediate_size=1024, num_experts=64,
-                           num_experts_per_tok=8, num_attention_heads=16, num_key_value_heads=16, vocab_size=50304,
-                           num_hidden_layers=2), vocab=50304),
+                _causal_lm_from(configs._olmoe_config), vocab=50304),
     ServedModel("tiny", "Linear-GELU-Linear 32/64 (CPU tests)", _tiny, vocab=0, width=32),
 ]}
 
