@@ -1,6 +1,6 @@
 """On a GPU: a dynamic graph compiled by ``predictor.compile`` sizes its pointwise kernels for large sizes (hint
-floor), while plain ``torch.compile`` sizes them for the first size it saw; reductions keep the first size's hints
-under both; outputs right at every size."""
+floor) and launches 1-D ones with the block of each call's size, while plain ``torch.compile`` sizes them for the first
+size it saw; reductions keep the first size's hints under both; outputs right at every size."""
 
 from __future__ import annotations
 
@@ -62,8 +62,11 @@ def test_pointwise_kernels_of_a_dynamic_graph_are_sized_for_large_sizes_and_redu
     model = NormedGate().cuda().to(torch.bfloat16).eval()
     x = torch.randn(2, 256, device="cuda", dtype=torch.bfloat16)
     try:
-        plain = _hints(_generated_code(lambda m: torch.compile(m, dynamic=True), model, x.clone()))
-        ours = _hints(_generated_code(lambda m: predictor.compile(m, dynamic=True, cudagraphs=False), model, x.clone()))
+        plain_code = _generated_code(lambda m: torch.compile(m, dynamic=True), model, x.clone())
+        our_code = _generated_code(lambda m: predictor.compile(m, dynamic=True, cudagraphs=False), model, x.clone())
+        plain, ours = _hints(plain_code), _hints(our_code)
+        # the gated MLP's 1-D pointwise kernel picks its block per launch (pointwise_by_size); plain's has one
+        assert "@_pointwise_by_size(" in our_code and "@_pointwise_by_size(" not in plain_code
         assert max(plain[0]) <= 2 * 1024  # the first size seen: 2 rows of 1024
         assert min(ours[0]) >= hint_floor() * 1024
         assert ours[1] == plain[1] and max(h for h, _ in ours[1]) < hint_floor()  # a norm's rows: the first size's
@@ -71,7 +74,7 @@ def test_pointwise_kernels_of_a_dynamic_graph_are_sized_for_large_sizes_and_redu
         torch._dynamo.reset()
         compiled = predictor.compile(model, dynamic=True, cudagraphs=False)
         with torch.no_grad():
-            for rows in (2, 3, 64, 1000):
+            for rows in (2, 3, 64, 1000):  # 2048 to 1024000 elements: each of the three blocks
                 xi = torch.randn(rows, 256, device="cuda", dtype=torch.bfloat16)
                 ref = model(xi).float()
                 assert ((compiled(xi).float() - ref).norm() / ref.norm()).item() < 2e-2, rows

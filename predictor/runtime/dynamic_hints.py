@@ -19,8 +19,11 @@ Reductions keep Inductor's own hints and candidates. Their rows are often few at
 query-key norm over 4 heads of a 64-token prefill is 256 rows). Hinted at 8192 rows, a Gemma 3 prefill's
 norm-and-rotary kernel ran 34.5 against 5.1 us at 64 tokens with the first size's hint (H100, torch.profiler).
 
-Only the pointwise heuristics' hints and benchmark change: no guard, no lowering and no GEMM choice reads them, so
-outputs and recompiles are those of the graph without it. Static graphs are untouched.
+A 1-D pointwise kernel goes further: its three blocks are compiled and each launch takes the one for its own
+element count (``pointwise_by_size``); the raised hints then decide only 2-D tilings.
+
+Only the pointwise heuristics' hints, blocks and benchmark change: no guard, no lowering and no GEMM choice reads
+them, so outputs and recompiles are those of the graph without it. Static graphs are untouched.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Callable
 
+from .pointwise_by_size import BLOCKS, by_size_source
 from .table_patch import wrapped_attribute
 
 # the sizevars methods that give codegen its hints, by torch version: ``optimization_hint`` (2.13), ``size_hint``,
@@ -41,6 +45,12 @@ def hint_floor() -> int:
     from torch._inductor import config
 
     return int(getattr(config, "unbacked_symint_fallback", 8192))
+
+
+def cache_key() -> list[int]:
+    """What decides a dynamic graph's pointwise kernels here (the hook's cache key carries it): the hint floor and
+    the blocks picked per launch."""
+    return [hint_floor(), *BLOCKS]
 
 
 def floored(original: Callable[..., Any], floor: int) -> Callable[..., Any]:
@@ -96,7 +106,8 @@ def _codegen_with_large_hints(codegen: Callable[..., Any]) -> Callable[..., Any]
         except Exception:  # noqa: BLE001 - no graph being lowered: nothing to hint, Inductor's own codegen
             return codegen(self, *args, **kwargs)
         with large_size_hints(sizevars, hint_floor()):
-            return codegen(self, *args, **kwargs)
+            source = codegen(self, *args, **kwargs)
+        return by_size_source(source) if isinstance(source, str) else source
     return codegen_kernel
 
 

@@ -210,7 +210,7 @@ class GemmPruner:
                    "epilogue_templates": s.epilogue_templates, "allow_similar_gpu": s.allow_similar_gpu,
                    "policy": s.policy, "decide_gap": s.decide_gap, "fallback": s.fallback, "gap_floors": GAP_FLOORS,
                    "gemv_blocks": gemv_blocks.table_digest(), "decompositions": decompositions_digest(),
-                   "grouped_mm_bands": grouped_mm.rule_key(), "pointwise_hint_floor": dynamic_hints.hint_floor(),
+                   "grouped_mm_bands": grouped_mm.rule_key(), "dynamic_pointwise": dynamic_hints.cache_key(),
                    "region_models": {r: m.metadata.get("model_sha256") for r, m in self.region_models.items()}}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self._uuid

@@ -1,0 +1,122 @@
+"""A dynamic graph's one-dimensional pointwise kernels launched, at every call, with the block Inductor's heuristic
+gives the number of elements that call has.
+
+Why: under dynamic shapes Inductor writes one block size into a pointwise kernel, chosen for one hint of its element
+count. Hinted at the first size seen, a server warmed up at batch 2 keeps 256-element blocks at batch 256, where they
+run 2x slower than a static compile's; hinted large (``dynamic_hints``), the same kernels run 1.7-2x slower than a
+static compile's at a few rows (a Llama decode step at batch 4 on an H100: its attention-mask kernel 10.4 against
+5.6 us, its rotary kernel 5.3 against under 1 us; docs/DYNAMIC.md). Inductor's one-dimensional heuristic has three
+blocks (``triton_heuristics.pointwise``: ``max(256, min(numel // 128, 1024))`` elements); each is compiled, and each
+launch takes the one for the element count it is called with. Nothing is benchmarked, and a CUDA graph captures the
+launch of its own size.
+
+How: ``by_size_source`` rewrites a generated kernel's ``@triton_heuristics.pointwise(`` into this module's
+``pointwise``, which returns an autotuner whose ``run`` picks the launcher by the ``xnumel`` argument
+(``BySizeAutotuner``). A kernel without a symbolic element count (``xnumel`` not an argument) or with a 2-D tiling,
+and any torch whose internals do not fit, keep Inductor's own heuristic.
+
+Imported by the kernels' generated source, in the compiling process and in Inductor's compile workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+BLOCKS = (256, 512, 1024)  # Inductor's 1-D pointwise blocks, in elements
+ELEMENTS_PER_BLOCK_STEP = 128  # Inductor's block: numel // 128, within [256, 1024]
+_DECORATOR = "@triton_heuristics.pointwise(\n"
+# A compile worker that cannot import this package keeps Inductor's heuristic. The comment keeps the name Inductor
+# reads a kernel's category from (``wrapper_benchmark.get_kernel_category_by_source_code``): it stays triton_poi_.
+_IMPORT = ("try:  # in place of @triton_heuristics.pointwise\n"
+           "    from predictor.runtime.pointwise_by_size import pointwise as _pointwise_by_size\n"
+           "except ImportError:\n    _pointwise_by_size = triton_heuristics.pointwise\n")
+
+
+def block_for(numel: int) -> int:
+    """The block Inductor's 1-D pointwise heuristic gives a kernel hinted at ``numel`` elements (the hint rounded up
+    to a power of two, as Inductor rounds its size hints)."""
+    hint = 1 << max(int(numel) - 1, 0).bit_length()
+    return max(BLOCKS[0], min(hint // ELEMENTS_PER_BLOCK_STEP, BLOCKS[-1]))
+
+
+def by_size_source(source: str) -> str:
+    """``source`` (a generated Triton kernel module) with a 1-D pointwise heuristic whose element count is an
+    argument replaced by ``pointwise`` here; any other source unchanged."""
+    head = re.search(r"@triton_heuristics\.pointwise\(\n\s*size_hints=(\{[^\n]*\})", source)
+    if head is None or re.fullmatch(r"\{'x': \d+\},?\s*", head.group(1) + ",") is None:
+        return source
+    if "'xnumel': 'i" not in source:  # a static element count is a constant of the kernel, not an argument
+        return source
+    return source.replace(_DECORATOR, _IMPORT + "@_pointwise_by_size(\n", 1)
+
+
+def _triton_heuristics() -> Any:
+    from torch._inductor.runtime import triton_heuristics
+
+    return triton_heuristics
+
+
+_CLASSES: dict[str, type] = {}
+
+
+def _autotuner_class() -> type:
+    """``BySizeAutotuner``, defined on first use: Inductor's ``CachingAutotuner`` is imported only where kernels are
+    compiled and run."""
+    if "BySizeAutotuner" in _CLASSES:
+        return _CLASSES["BySizeAutotuner"]
+    th = _triton_heuristics()
+
+    class BySizeAutotuner(th.CachingAutotuner):  # type: ignore[misc, name-defined]
+        """Every config stays compiled; each launch runs the one whose block ``block_for`` gives its ``xnumel``
+        (the launcher table is built once per set of launchers: a launch is on the hot path)."""
+
+        def run(self, *args: Any, stream: Any, **kwargs: Any) -> Any:
+            table = self.__dict__.get("_by_size")
+            if table is None or table[0] is not self.launchers:
+                if not self.launchers:
+                    self.precompile()
+                # launchers are compiled in the configs' order, one per block; any other shape: Inductor's run
+                fits = len(self.launchers) == len(BLOCKS) and "xnumel" in self.triton_meta["signature"]
+                position = list(self.triton_meta["signature"]).index("xnumel") if fits else -1
+                table = self._by_size = (self.launchers, position, dict(zip(BLOCKS, self.launchers)))
+            _, position, by_block = table
+            if kwargs or position < 0 or position >= len(args):
+                return super().run(*args, stream=stream, **kwargs)
+            return by_block[block_for(args[position])](*args, stream=stream)
+
+    BySizeAutotuner.__module__, BySizeAutotuner.__qualname__ = __name__, "BySizeAutotuner"  # picklable by name
+    _CLASSES["BySizeAutotuner"] = BySizeAutotuner
+    return BySizeAutotuner
+
+
+def __getattr__(name: str) -> Any:
+    """``BySizeAutotuner`` by name: a compile worker pickles its kernels back to the compiling process."""
+    if name == "BySizeAutotuner":
+        return _autotuner_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def pointwise(size_hints: Any, triton_meta: dict[str, Any], tile_hint: Any = None, filename: Any = None,
+              min_elem_per_thread: int = 0, inductor_meta: dict[str, Any] | None = None) -> Any:
+    """Inductor's ``triton_heuristics.pointwise`` with its three 1-D blocks compiled and picked per launch
+    (module docstring); Inductor's own where the kernel is not a plain 1-D one."""
+    th = _triton_heuristics()
+    inductor_meta = {} if inductor_meta is None else inductor_meta
+    own = dict(tile_hint=tile_hint, filename=filename, min_elem_per_thread=min_elem_per_thread,
+               inductor_meta=inductor_meta)
+    if list(size_hints) != ["x"] or "xnumel" not in triton_meta.get("signature", {}) or inductor_meta.get(
+            "no_x_dim") or inductor_meta.get("profile_bandwidth"):
+        return th.pointwise(size_hints, triton_meta, **own)
+    try:
+        configs = [th.triton_config({"x": block * ELEMENTS_PER_BLOCK_STEP}, block,
+                                    min_elem_per_thread=min_elem_per_thread) for block in BLOCKS]
+        return th.cached_autotune(size_hints, configs, triton_meta=triton_meta,
+                                  heuristic_type=th.HeuristicType.POINTWISE, filename=filename,
+                                  inductor_meta=inductor_meta, caching_autotuner_cls=_autotuner_class())
+    except TypeError as exc:  # another torch's signatures: Inductor's own heuristic
+        log.debug("gemm-predictor: pointwise blocks by size unavailable (%s)", exc)
+        return th.pointwise(size_hints, triton_meta, **own)
