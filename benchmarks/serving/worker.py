@@ -58,11 +58,15 @@ def time_size(step: Callable[[], Any], repeats: int, device: torch.device) -> di
     each replay timed on its own with a sync after it, as the peers' records; ``step_ms_b2b``, the median of five
     rounds of replays queued back to back (the GPU's own time, without each replay's launch gap, which moves by
     tens of microseconds between processes)."""
-    for _ in range(WARMUP):
-        step()
     if device.type != "cuda":
+        for _ in range(WARMUP):
+            step()
         return {**spread(step_times_ms(step, repeats, device)), "timing": "direct"}
-    with timing_lock():  # lanes sharing the GPU compile at once but time one at a time
+    # lanes sharing the GPU compile at once but run and time one at a time (warm-ups too: in a four-lane run with
+    # them outside, OLMoE's decode at batch 256 timed 1.87 ms against 1.24 ms of kernels; docs/FINDINGS.md)
+    with timing_lock():
+        for _ in range(WARMUP):
+            step()
         graph = capture(step)
         for _ in range(WARMUP):
             graph.replay()
