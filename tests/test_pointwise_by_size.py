@@ -113,6 +113,14 @@ def test_a_kernel_without_a_symbolic_count_or_with_two_dimensions_keeps_inductor
         assert type(tuner(copy)).__name__ == "CachingAutotuner"
 
 
+@pytest.mark.parametrize("flag", ["max_autotune_pointwise", "coordinate_descent_tuning"])
+def test_a_kernel_inductor_is_asked_to_tune_keeps_inductors_heuristic(flag):
+    triton_meta, inductor_meta = _meta(DYNAMIC)
+    tuner = pointwise_by_size.pointwise({"x": 1 << 24}, triton_meta, filename="k.py",
+                                        inductor_meta={**inductor_meta, flag: True})(copy)
+    assert type(tuner).__name__ == "CachingAutotuner"
+
+
 def test_each_launch_runs_the_launcher_of_its_element_count_without_benchmarking():
     triton_meta, inductor_meta = _meta(DYNAMIC)
     tuner = pointwise_by_size.pointwise({"x": 1 << 24}, triton_meta, filename="k.py", inductor_meta=inductor_meta)(copy)

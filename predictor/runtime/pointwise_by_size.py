@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 BLOCKS = (256, 512, 1024)  # Inductor's 1-D pointwise blocks, in elements
 ELEMENTS_PER_BLOCK_STEP = 128  # Inductor's block: numel // 128, within [256, 1024]
+# a kernel Inductor is asked to tune (or to profile, or that has no x dimension) keeps Inductor's heuristic
+INDUCTORS_OWN = ("max_autotune", "max_autotune_pointwise", "coordinate_descent_tuning", "profile_bandwidth", "no_x_dim")
 _DECORATOR = "@triton_heuristics.pointwise(\n"
 # A compile worker that cannot import this package keeps Inductor's heuristic. The comment keeps the name Inductor
 # reads a kernel's category from (``wrapper_benchmark.get_kernel_category_by_source_code``): it stays triton_poi_.
@@ -101,15 +103,16 @@ def __getattr__(name: str) -> Any:
 
 
 def pointwise(size_hints: Any, triton_meta: dict[str, Any], tile_hint: Any = None, filename: Any = None,
-              min_elem_per_thread: int = 0, inductor_meta: dict[str, Any] | None = None) -> Any:
+              min_elem_per_thread: int = 0, inductor_meta: dict[str, Any] | None = None, **extra: Any) -> Any:
     """Inductor's ``triton_heuristics.pointwise`` with its three 1-D blocks compiled and picked per launch
-    (module docstring); Inductor's own where the kernel is not a plain 1-D one."""
+    (module docstring); Inductor's own where the kernel is not a plain 1-D one, or where another torch passes an
+    argument this does not know (``extra``)."""
     th = _triton_heuristics()
     inductor_meta = {} if inductor_meta is None else inductor_meta
     own = dict(tile_hint=tile_hint, filename=filename, min_elem_per_thread=min_elem_per_thread,
-               inductor_meta=inductor_meta)
-    if list(size_hints) != ["x"] or "xnumel" not in triton_meta.get("signature", {}) or inductor_meta.get(
-            "no_x_dim") or inductor_meta.get("profile_bandwidth"):
+               inductor_meta=inductor_meta, **extra)
+    if (extra or list(size_hints) != ["x"] or "xnumel" not in triton_meta.get("signature", {})
+            or any(inductor_meta.get(flag) for flag in INDUCTORS_OWN)):
         return th.pointwise(size_hints, triton_meta, **own)
     try:
         configs = [th.triton_config({"x": block * ELEMENTS_PER_BLOCK_STEP}, block,
