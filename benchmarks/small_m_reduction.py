@@ -1,4 +1,4 @@
-"""GEMMs of 2-32 rows as cuBLAS and as Inductor's reduction form (the batch-1 GEMV path applied to more rows), on the GPU.
+"""GEMMs of 2-32 rows as cuBLAS and as Inductor's reduction form (the batch-1 GEMV path at more rows), on the GPU.
 
     python -m benchmarks.small_m_reduction --out docs/benchmarks/small-m-reduction/nvidia-h100.json
 
@@ -65,7 +65,8 @@ def time_shape(name: str, n: int, k: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.small_m_reduction", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.small_m_reduction",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="the JSON file to write")
     args = parser.parse_args(argv)
     import torch
