@@ -196,7 +196,8 @@ def run(args: argparse.Namespace) -> int:
         report.write_report(records, args.out)
         return 0
     jobs: queue.Queue = queue.Queue()
-    todo = pending(_check(args), records, args.static_chunk, args.processes)
+    wanted = _check(args)
+    todo = pending(wanted, records, args.static_chunk, args.processes)
     for job in todo:
         jobs.put(job)
     (args.out / "logs").mkdir(parents=True, exist_ok=True)
@@ -228,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
         t.join()
     bar.close()
     report.write_report(records, args.out)
-    left = len(pending(_check(args), records, args.static_chunk, args.processes))
+    left = len(pending(wanted, records, args.static_chunk, args.processes))
     if left:
         print(f"serving: {left} run(s) left (budget spent): rerun the same command to continue", file=sys.stderr)
     return 0

@@ -31,6 +31,7 @@ ELEMENTS_PER_BLOCK_STEP = 128  # Inductor's block: numel // 128, within [256, 10
 # a kernel Inductor is asked to tune (or to profile, or that has no x dimension) keeps Inductor's heuristic
 INDUCTORS_OWN = ("max_autotune", "max_autotune_pointwise", "coordinate_descent_tuning", "profile_bandwidth", "no_x_dim")
 _DECORATOR = "@triton_heuristics.pointwise(\n"
+_ONE_D_HEAD = re.compile(re.escape(_DECORATOR) + r"\s*size_hints=\{'x': \d+\},")  # a 2-D tiling has 'y' too
 # A compile worker that cannot import this package keeps Inductor's heuristic. The comment keeps the name Inductor
 # reads a kernel's category from (``wrapper_benchmark.get_kernel_category_by_source_code``): it stays triton_poi_.
 _IMPORT = ("try:  # in place of @triton_heuristics.pointwise\n"
@@ -48,12 +49,10 @@ def block_for(numel: int) -> int:
 def by_size_source(source: str) -> str:
     """``source`` (a generated Triton kernel module) with a 1-D pointwise heuristic whose element count is an
     argument replaced by ``pointwise`` here; any other source unchanged."""
-    head = re.search(r"@triton_heuristics\.pointwise\(\n\s*size_hints=(\{[^\n]*\})", source)
-    if head is None or re.fullmatch(r"\{'x': \d+\},?\s*", head.group(1) + ",") is None:
+    head = _ONE_D_HEAD.search(source)
+    if head is None or "'xnumel': 'i" not in source:  # a static element count is a constant, not an argument
         return source
-    if "'xnumel': 'i" not in source:  # a static element count is a constant of the kernel, not an argument
-        return source
-    return source.replace(_DECORATOR, _IMPORT + "@_pointwise_by_size(\n", 1)
+    return source[:head.start()] + _IMPORT + "@_pointwise_by_size(\n" + source[head.start() + len(_DECORATOR):]
 
 
 def _triton_heuristics() -> Any:
