@@ -35,8 +35,10 @@ def test_one_dynamic_compile_serves_every_size_and_a_rerun_resumes(tmp_path):
     assert len({r["compile_s"] for r in dynamic}) == 1  # the one graph's whole compile, over every size
     assert dynamic[-1]["recompiles"] == 1  # size 1 is specialised; 3 and 8 share the dynamic graph
     assert all(r["compile_waited_s"] == 0.0 for r in records)  # one lane: nothing to wait for
+    assert all(0 <= r["max_rel_err"] < 1e-4 for r in records)  # float32 on the CPU: eager's output
     assert all(by[("plain-static", s)]["recompiles"] == 0 for s in (1, 3, 8))
     md = (tmp_path / "results.md").read_text()
+    assert "Outputs against eager's" in md and "`plain-static` " in md
     assert "## tiny, decode" in md and "| `plain-dynamic` |" in md and (tmp_path / "step_vs_size.png").exists()
     again = _run(tmp_path)
     assert again.returncode == 0 and len(json.loads((tmp_path / "results.json").read_text())) == 6
@@ -125,3 +127,15 @@ def test_kernel_classes_follow_inductor_prefixes_then_library_names():
     assert kind_of("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT") == "gemm"
     assert kind_of("cudnn_generated_fort_native_sdpa_sm90_flash_fprop") == "attention"
     assert kind_of("void at::native::vectorized_elementwise_kernel") == "other"
+
+
+def test_every_mode_serves_the_same_tokens_at_a_size_whatever_was_drawn_before():
+    import torch
+
+    from benchmarks.serving import models
+
+    spec = models.get("llama")
+    first = models.inputs(spec, "prefill", 64, torch.device("cpu"))[0]
+    torch.randn(1000)  # a max-autotune compile's benchmark inputs
+    assert torch.equal(models.inputs(spec, "prefill", 64, torch.device("cpu"))[0], first)
+    assert not torch.equal(models.inputs(spec, "prefill", 64 + 1, torch.device("cpu"))[0][:, :64], first)

@@ -77,6 +77,24 @@ REGISTRY: dict[str, ServedModel] = {m.name: m for m in [
                 "2 layers", _causal_lm_from(configs._gemma3_config), vocab=262144),
     ServedModel("olmoe", "OLMoE-1B-7B widths (2048, 64 routed experts of 1024, top-8, 16 heads), 2 layers",
                 _causal_lm_from(configs._olmoe_config), vocab=50304),
+    # held out of every figure above and of the size rules: added together, before their first run, to check that
+    # a dynamic graph generalises (q/k norms; a 7B's widths; fused qkv; 128 small experts; latent attention with
+    # shared and routed experts; GPT-2's Conv1D with learned positions; a width that is no multiple of 128)
+    ServedModel("qwen3", "Qwen3-1.7B widths (2048/6144, 16 heads of 128, 8 kv, q/k norms), 2 layers",
+                _causal_lm_from(configs._qwen3_config), vocab=151936),
+    ServedModel("mistral", "Mistral-7B widths (4096/14336, 32 heads, 8 kv), 2 layers",
+                _causal_lm_from(configs._mistral_config), vocab=32000),
+    ServedModel("phi3", "Phi-3-mini widths (3072/8192, fused qkv 9216 and gate-up 16384), 2 layers",
+                _causal_lm_from(configs._phi3_config), vocab=32064),
+    ServedModel("qwen3moe", "Qwen3-30B-A3B widths (2048, 128 experts of 768, top-8, 32 heads, 4 kv), 2 layers",
+                _causal_lm_from(configs._qwen3_moe_config), vocab=151936),
+    ServedModel("deepseek", "DeepSeek-V2-Lite widths in V3's layout (latent attention; a dense layer, then 64 routed "
+                "experts of 1408, top-6, and 2 shared), 2 layers", _causal_lm_from(configs._deepseek_config),
+                vocab=102400),
+    ServedModel("gpt2", "GPT-2 medium widths (1024/4096, 16 heads, Conv1D layers), 4096 learned positions, 2 layers",
+                _causal_lm_from(lambda: configs._gpt2_medium_config(n_positions=4096)), vocab=50257),
+    ServedModel("falcon", "Falcon-7B widths (4544: 71 heads of 64, multi-query, parallel attention), 2 layers",
+                _causal_lm_from(configs._falcon_config), vocab=65024),
     ServedModel("tiny", "Linear-GELU-Linear 32/64 (CPU tests)", _tiny, vocab=0, width=32),
 ]}
 
@@ -88,11 +106,14 @@ def get(name: str) -> ServedModel:
 
 
 def inputs(spec: ServedModel, phase: str, size: int, device: torch.device) -> tuple[torch.Tensor, ...]:
-    """decode: (size, 1) ids; prefill: (1, size) ids; ``tiny``: a (size, width) float tensor either way."""
+    """decode: (size, 1) ids; prefill: (1, size) ids; ``tiny``: a (size, width) float tensor either way. Drawn from a
+    generator seeded by the size, so every mode serves the same tokens (a max-autotune compile draws random numbers
+    for its benchmarks, and a mixture of experts' routing, hence its step time, follows the tokens)."""
+    generator = torch.Generator(device).manual_seed(size)
     if not spec.vocab:
-        return (torch.randn(size, spec.width, device=device),)
+        return (torch.randn(size, spec.width, device=device, generator=generator),)
     shape = (size, 1) if phase == "decode" else (1, size)
-    return (torch.randint(0, spec.vocab, shape, device=device),)
+    return (torch.randint(0, spec.vocab, shape, device=device, generator=generator),)
 
 
 def mark_dynamic(args: tuple[torch.Tensor, ...], phase: str) -> None:

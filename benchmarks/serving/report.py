@@ -85,6 +85,13 @@ def markdown(records: list[dict[str, Any]]) -> str:
         lines += ["", "| mode | compile s | recompiles |", "|---|---|---|"]
         lines += [f"| `{m}` | {t['compile'][m]:.1f} | {t['recompiles'].get(m, 0)} |"
                   for m in modes if m in t["compile"]]
+        errors: dict[str, float] = {}
+        for r in records:
+            if (r["model"], r["phase"]) == (model, phase) and r.get("max_rel_err") is not None:
+                errors[r["mode"]] = max(errors.get(r["mode"], 0.0), r["max_rel_err"])
+        if errors:
+            lines += ["", "Outputs against eager's, worst over sizes (`max_rel_err`: max |out - eager| / max |eager|): "
+                      + ", ".join(f"`{m}` {e:.1e}" for m, e in errors.items()) + "."]
         lines.append("")
         for h in hooks:
             geo_plain, worst = _geomean(list(t["vs_plain"][h].values())), min(t["vs_best"][h].values(), default=None)

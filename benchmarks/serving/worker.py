@@ -6,7 +6,8 @@ Dynamic modes compile once with the served dimension marked dynamic (decode: the
 then run every size; ``compile_s`` is the whole compile of that one graph over every size (each size's first call,
 recompiles included) and ``recompiles`` counts the graphs Dynamo compiled beyond the first. Static modes compile
 once per size (``torch._dynamo.reset()`` between sizes, so each is a first compile). Each size is timed by replaying
-one CUDA graph of the step (direct calls on a CPU). Any exception becomes status "error" for the sizes it hit.
+one CUDA graph of the step (direct calls on a CPU). ``max_rel_err``: each size's first output against eager's. Any
+exception becomes status "error" for the sizes it hit.
 """
 
 from __future__ import annotations
@@ -75,6 +76,13 @@ def time_size(step: Callable[[], Any], repeats: int, device: torch.device) -> di
     return {**spread(times), "step_ms_b2b": rounds[2], "timing": "cudagraph-replay"}
 
 
+def relative_error(out: torch.Tensor, reference: torch.Tensor) -> float:
+    """max |out - reference| over max |reference|: how far a compiled step's output is from eager's (in bf16 a few
+    thousandths; a kernel launched wrong shows as order 1)."""
+    out, reference = out.float(), reference.float()
+    return float((out - reference).abs().max() / reference.abs().max().clamp_min(1e-12))
+
+
 def run(model: str, phase: str, mode: str, sizes: list[int], repeats: int,
         json_out: str | None = None) -> list[dict[str, Any]]:
     """One record per size (status "error" with the message for sizes that failed), written to ``json_out`` after
@@ -103,7 +111,7 @@ def run(model: str, phase: str, mode: str, sizes: list[int], repeats: int,
             with torch.no_grad():
                 _sync(device)
                 t0, waited = time.perf_counter(), lock_waited_s()
-                compiled(*inputs)  # this size's first call: a compile, a recompile or neither
+                out = compiled(*inputs)  # this size's first call: a compile, a recompile or neither
                 _sync(device)
                 first = time.perf_counter() - t0
                 waited = lock_waited_s() - waited  # its benchmarks waiting for other lanes' turns on the GPU
@@ -114,6 +122,8 @@ def run(model: str, phase: str, mode: str, sizes: list[int], repeats: int,
                 record["compile_s"] = total_compile if dynamic else first
                 record["compile_waited_s"] = total_waited if dynamic else waited
                 record["recompiles"] = graphs - first_graphs if dynamic else 0
+                with timing_lock():  # eager GPU work
+                    record["max_rel_err"] = relative_error(out, module(*inputs))
 
                 def step() -> Any:
                     with torch.no_grad():
