@@ -82,3 +82,33 @@ def test_pointwise_kernels_of_a_dynamic_graph_are_sized_for_large_sizes_and_redu
         while installing._STACK:
             predictor.uninstall()
         torch._dynamo.reset()
+
+
+class CausalBias(torch.nn.Module):
+    """A causal attention bias over a symbolic token count, as a decoder builds it: each element's row and column
+    come from dividing its index by the count (``xindex // ks0``, ``xindex % ks0``), a size argument."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        i = torch.arange(x.shape[0], device=x.device)
+        return torch.where(i[None, :] <= i[:, None], x[:, :1], torch.finfo(x.dtype).min)
+
+
+def test_size_arguments_of_a_dynamic_graphs_kernels_run_32_bit_with_outputs_right_at_every_size():
+    from predictor.runtime import installing
+
+    model = CausalBias()
+    x = torch.randn(3, 8, device="cuda", dtype=torch.bfloat16)
+    try:
+        code = _generated_code(lambda m: predictor.compile(m, dynamic=True, cudagraphs=False), model, x.clone())
+        kernel = code[code.index("@_pointwise_by_size("):]
+        assert "'ks0': 'i64'" in kernel[:kernel.index("@triton.jit")]  # Inductor's 64-bit size, narrowed at launch
+        torch._dynamo.reset()
+        compiled = predictor.compile(model, dynamic=True, cudagraphs=False)
+        with torch.no_grad():
+            for tokens in (3, 100, 1000, 4097):
+                xi = torch.randn(tokens, 8, device="cuda", dtype=torch.bfloat16)
+                torch.testing.assert_close(compiled(xi), model(xi))
+    finally:
+        while installing._STACK:
+            predictor.uninstall()
+        torch._dynamo.reset()

@@ -154,3 +154,42 @@ def test_the_dynamic_graph_codegen_writes_pointwise_kernels_by_size_and_reductio
     with V.set_graph_handler(SimpleNamespace(sizevars=sizevars)):
         assert "@_pointwise_by_size(" in wrapped(pointwise)
         assert wrapped(reduction) == pointwise_source  # a reduction's source is never rewritten
+
+
+WITH_SIZE = {"in_ptr0": "*bf16", "out_ptr0": "*bf16", "ks0": "i64", "xnumel": "i32", "XBLOCK": "constexpr"}
+
+
+@triton.jit
+def rows(in_ptr0, out_ptr0, ks0, xnumel, XBLOCK: tl.constexpr):
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex // ks0, xindex < xnumel), xindex < xnumel)
+
+
+def test_size_arguments_are_32_bit_only_where_the_kernel_indexes_in_32_bits():
+    signature, names = pointwise_by_size.narrowed_signature({**WITH_SIZE, "ks1": "i64", "seed": "i64"})
+    assert names == ("ks0", "ks1") and signature["ks0"] == signature["ks1"] == "i32"
+    assert signature["seed"] == "i64" and signature["in_ptr0"] == "*bf16"  # not a size: as Inductor wrote it
+    wide = {**WITH_SIZE, "xnumel": "i64"}  # a kernel Inductor indexes in 64 bits keeps 64-bit sizes
+    assert pointwise_by_size.narrowed_signature(wide) == (wide, ())
+
+
+def test_a_kernel_compiles_its_size_arguments_32_bit_and_each_launch_checks_they_fit():
+    triton_meta, inductor_meta = _meta(WITH_SIZE)
+    tuner = pointwise_by_size.pointwise({"x": 1 << 24}, triton_meta, filename="k.py", inductor_meta=inductor_meta)(rows)
+    assert tuner.triton_meta["signature"]["ks0"] == "i32" and tuner.narrowed == ("ks0",)
+    assert triton_meta["signature"]["ks0"] == "i64"  # Inductor's own meta is not changed in place
+    launched = []
+
+    class Launcher:
+        def __init__(self, block):
+            self.config = SimpleNamespace(kwargs={"XBLOCK": block})
+
+        def __call__(self, *args, stream):
+            launched.append(args[2])
+
+    tuner.launchers = [Launcher(block) for block in BLOCKS]
+    tuner.run("in", "out", 2048, 2048 * 8, stream=0)
+    assert launched == [2048]
+    with pytest.raises(OverflowError, match="size argument ks0 = 2147483648 exceeds the 32 bits"):
+        tuner.run("in", "out", 1 << 31, 2048, stream=0)
+    assert launched == [2048]  # nothing launched with a size that does not fit

@@ -32,7 +32,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Callable
 
-from .pointwise_by_size import BLOCKS, by_size_source
+from .pointwise_by_size import BLOCKS, SIZE_ARGUMENT_BITS, by_size_source
 from .table_patch import wrapped_attribute
 
 # the sizevars methods that give codegen its hints, by torch version: ``optimization_hint`` (2.13), ``size_hint``,
@@ -48,9 +48,9 @@ def hint_floor() -> int:
 
 
 def cache_key() -> list[int]:
-    """What decides a dynamic graph's pointwise kernels here (the hook's cache key carries it): the hint floor and
-    the blocks picked per launch."""
-    return [hint_floor(), *BLOCKS]
+    """What decides a dynamic graph's pointwise kernels here (the hook's cache key carries it): the hint floor, the
+    blocks picked per launch and the width of their size arguments."""
+    return [hint_floor(), *BLOCKS, SIZE_ARGUMENT_BITS]
 
 
 def floored(original: Callable[..., Any], floor: int) -> Callable[..., Any]:

@@ -10,6 +10,14 @@ blocks (``triton_heuristics.pointwise``: ``max(256, min(numel // 128, 1024))`` e
 launch takes the one for the element count it is called with. Nothing is benchmarked, and a CUDA graph captures the
 launch of its own size.
 
+And its size arguments are 32-bit. Inductor passes a kernel's symbolic sizes (``ks0``...) as 64-bit integers even
+where the kernel indexes in 32 bits (``triton_utils.signature_of``: a product of two sizes might overflow), so each
+``xindex // ks0`` and ``% ks0`` is a 64-bit division, which the GPU emulates: a 4096-token OPT prefill's
+attention-mask kernel took 191 us in a dynamic graph against 42 us compiled for that size, where the divisor is a
+constant (H100, docs/DYNAMIC.md). A kernel Inductor indexes in 32 bits (``xnumel`` 32-bit) has its element count and
+every buffer it touches guarded below 2**31 (``SIMDScheduling.can_use_32bit_indexing``), and its size arguments
+index those buffers; so they are compiled 32-bit, and each launch checks that they fit.
+
 How: ``by_size_source`` rewrites a generated kernel's ``@triton_heuristics.pointwise(`` into this module's
 ``pointwise``, which returns an autotuner whose ``run`` picks the launcher by the ``xnumel`` argument
 (``BySizeAutotuner``). A kernel without a symbolic element count (``xnumel`` not an argument) or with a 2-D tiling,
@@ -28,6 +36,8 @@ log = logging.getLogger(__name__)
 
 BLOCKS = (256, 512, 1024)  # Inductor's 1-D pointwise blocks, in elements
 ELEMENTS_PER_BLOCK_STEP = 128  # Inductor's block: numel // 128, within [256, 1024]
+SIZE_ARGUMENT_BITS = 32  # a symbolic size argument (``ks0``...) of a kernel indexed in 32 bits
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 # a kernel Inductor is asked to tune (or to profile, or that has no x dimension) keeps Inductor's heuristic
 INDUCTORS_OWN = ("max_autotune", "max_autotune_pointwise", "coordinate_descent_tuning", "profile_bandwidth", "no_x_dim")
 _DECORATOR = "@triton_heuristics.pointwise(\n"
@@ -55,6 +65,15 @@ def by_size_source(source: str) -> str:
     return source[:head.start()] + _IMPORT + "@_pointwise_by_size(\n" + source[head.start() + len(_DECORATOR):]
 
 
+def narrowed_signature(signature: dict[str, str]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(``signature`` with Inductor's 64-bit size arguments ``ks*`` 32-bit, their names) for a kernel indexed in 32
+    bits (``xnumel`` 32-bit; module docstring); otherwise ``signature`` as it is and no names."""
+    if signature.get("xnumel") != "i32":
+        return signature, ()
+    names = tuple(name for name, kind in signature.items() if kind == "i64" and name.startswith("ks"))
+    return {name: "i32" if name in names else kind for name, kind in signature.items()}, names
+
+
 def _triton_heuristics() -> Any:
     from torch._inductor.runtime import triton_heuristics
 
@@ -73,7 +92,10 @@ def _autotuner_class() -> type:
 
     class BySizeAutotuner(th.CachingAutotuner):  # type: ignore[misc, name-defined]
         """Every config stays compiled; each launch runs the one whose block ``block_for`` gives its ``xnumel``
-        (the launcher table is built once per set of launchers: a launch is on the hot path)."""
+        (the launcher table is built once per set of launchers: a launch is on the hot path). ``narrowed``: the
+        names of the size arguments compiled 32-bit (``narrowed_signature``), checked at each launch."""
+
+        narrowed: tuple[str, ...] = ()
 
         def run(self, *args: Any, stream: Any, **kwargs: Any) -> Any:
             table = self.__dict__.get("_by_size")
@@ -81,10 +103,18 @@ def _autotuner_class() -> type:
                 if not self.launchers:
                     self.precompile()
                 # launchers are compiled in the configs' order, one per block; any other shape: Inductor's run
-                fits = len(self.launchers) == len(BLOCKS) and "xnumel" in self.triton_meta["signature"]
-                position = list(self.triton_meta["signature"]).index("xnumel") if fits else -1
-                table = self._by_size = (self.launchers, position, dict(zip(BLOCKS, self.launchers)))
-            _, position, by_block = table
+                names = list(self.triton_meta["signature"])
+                fits = len(self.launchers) == len(BLOCKS) and "xnumel" in names
+                position = names.index("xnumel") if fits else -1
+                checked = tuple(names.index(name) for name in self.narrowed)
+                table = self._by_size = (self.launchers, position, dict(zip(BLOCKS, self.launchers)), checked)
+            _, position, by_block, checked = table
+            for i in checked:
+                if not INT32_MIN <= args[i] <= INT32_MAX:
+                    raise OverflowError(f"gemm-predictor: kernel {self.inductor_meta.get('kernel_name')}: size "
+                                        f"argument {list(self.triton_meta['signature'])[i]} = {args[i]} exceeds the "
+                                        f"32 bits it was compiled with (Inductor guards this kernel's sizes "
+                                        f"below 2**31); please report it with the model")
             if kwargs or position < 0 or position >= len(args):
                 return super().run(*args, stream=stream, **kwargs)
             return by_block[block_for(args[position])](*args, stream=stream)
@@ -103,8 +133,8 @@ def __getattr__(name: str) -> Any:
 
 def pointwise(size_hints: Any, triton_meta: dict[str, Any], tile_hint: Any = None, filename: Any = None,
               min_elem_per_thread: int = 0, inductor_meta: dict[str, Any] | None = None, **extra: Any) -> Any:
-    """Inductor's ``triton_heuristics.pointwise`` with its three 1-D blocks compiled and picked per launch
-    (module docstring); Inductor's own where the kernel is not a plain 1-D one, or where another torch passes an
+    """Inductor's ``triton_heuristics.pointwise`` with its three 1-D blocks compiled and picked per launch, and its
+    size arguments 32-bit where the kernel indexes in 32 bits (module docstring); Inductor's own where the kernel is not a plain 1-D one, or where another torch passes an
     argument this does not know (``extra``)."""
     th = _triton_heuristics()
     inductor_meta = {} if inductor_meta is None else inductor_meta
@@ -113,12 +143,19 @@ def pointwise(size_hints: Any, triton_meta: dict[str, Any], tile_hint: Any = Non
     if (extra or list(size_hints) != ["x"] or "xnumel" not in triton_meta.get("signature", {})
             or any(inductor_meta.get(flag) for flag in INDUCTORS_OWN)):
         return th.pointwise(size_hints, triton_meta, **own)
+    signature, narrowed = narrowed_signature(triton_meta["signature"])
     try:
         configs = [th.triton_config({"x": block * ELEMENTS_PER_BLOCK_STEP}, block,
                                     min_elem_per_thread=min_elem_per_thread) for block in BLOCKS]
-        return th.cached_autotune(size_hints, configs, triton_meta=triton_meta,
-                                  heuristic_type=th.HeuristicType.POINTWISE, filename=filename,
-                                  inductor_meta=inductor_meta, caching_autotuner_cls=_autotuner_class())
+        decorate = th.cached_autotune(size_hints, configs, triton_meta={**triton_meta, "signature": signature},
+                                      heuristic_type=th.HeuristicType.POINTWISE, filename=filename,
+                                      inductor_meta=inductor_meta, caching_autotuner_cls=_autotuner_class())
     except TypeError as exc:  # another torch's signatures: Inductor's own heuristic
         log.debug("gemm-predictor: pointwise blocks by size unavailable (%s)", exc)
         return th.pointwise(size_hints, triton_meta, **own)
+
+    def decorator(fn: Any) -> Any:
+        tuner = decorate(fn)
+        tuner.narrowed = narrowed
+        return tuner
+    return decorator
