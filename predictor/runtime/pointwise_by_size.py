@@ -134,8 +134,8 @@ def __getattr__(name: str) -> Any:
 def pointwise(size_hints: Any, triton_meta: dict[str, Any], tile_hint: Any = None, filename: Any = None,
               min_elem_per_thread: int = 0, inductor_meta: dict[str, Any] | None = None, **extra: Any) -> Any:
     """Inductor's ``triton_heuristics.pointwise`` with its three 1-D blocks compiled and picked per launch, and its
-    size arguments 32-bit where the kernel indexes in 32 bits (module docstring); Inductor's own where the kernel is not a plain 1-D one, or where another torch passes an
-    argument this does not know (``extra``)."""
+    size arguments 32-bit where the kernel indexes in 32 bits (module docstring); Inductor's own where the kernel is
+    not a plain 1-D one, or where another torch passes an argument this does not know (``extra``)."""
     th = _triton_heuristics()
     inductor_meta = {} if inductor_meta is None else inductor_meta
     own = dict(tile_hint=tile_hint, filename=filename, min_elem_per_thread=min_elem_per_thread,
