@@ -117,17 +117,22 @@ def markdown(records: list[dict[str, Any]]) -> str:
 
 
 def plot(records: list[dict[str, Any]], path: Path) -> None:
-    """Step time against size, one line per mode, one panel per (model, phase); log-log."""
+    """Step time against size, one line per mode, one panel per (model, phase), four panels a row; log-log."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     tables = table(records)
-    fig, axes = plt.subplots(1, max(len(tables), 1), figsize=(5 * max(len(tables), 1), 4), squeeze=False)
-    for ax, ((model, phase), t) in zip(axes[0], tables.items()):
+    columns = min(max(len(tables), 1), 4)
+    rows = -(-max(len(tables), 1) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(tables):]:
+        ax.set_visible(False)
+    for ax, ((model, phase), t) in zip(axes.flat, tables.items()):
         for mode in [m for m in models.MODES if m in t["steps"]]:
             sizes = sorted(t["steps"][mode])
-            ax.plot(sizes, [t["steps"][mode][s] for s in sizes], marker="o", label=mode)
+            ax.plot(sizes, [t["steps"][mode][s] for s in sizes], marker="o", label=mode,
+                    color=f"C{models.MODES.index(mode)}")  # one colour per mode in every panel
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_title(f"{model}, {phase}")
