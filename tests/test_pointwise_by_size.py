@@ -165,12 +165,16 @@ def rows(in_ptr0, out_ptr0, ks0, xnumel, XBLOCK: tl.constexpr):
     tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex // ks0, xindex < xnumel), xindex < xnumel)
 
 
-def test_size_arguments_are_32_bit_only_where_the_kernel_indexes_in_32_bits():
-    signature, names = pointwise_by_size.narrowed_signature({**WITH_SIZE, "ks1": "i64", "seed": "i64"})
+def test_size_arguments_are_32_bit_only_where_the_kernel_indexes_in_32_bits_and_multiplies_no_two():
+    body = "x1 = xindex // ks0\n    x0 = xindex % ks1\n    tmp0 = tl.load(in_ptr0 + (x0 + ks1*x1))"
+    signature, names = pointwise_by_size.narrowed_signature({**WITH_SIZE, "ks1": "i64", "seed": "i64"}, body)
     assert names == ("ks0", "ks1") and signature["ks0"] == signature["ks1"] == "i32"
     assert signature["seed"] == "i64" and signature["in_ptr0"] == "*bf16"  # not a size: as Inductor wrote it
     wide = {**WITH_SIZE, "xnumel": "i64"}  # a kernel Inductor indexes in 64 bits keeps 64-bit sizes
-    assert pointwise_by_size.narrowed_signature(wide) == (wide, ())
+    assert pointwise_by_size.narrowed_signature(wide, body) == (wide, ())
+    mean = {**WITH_SIZE, "ks1": "i64"}  # a product of two sizes may pass 2**31 where each fits
+    assert pointwise_by_size.narrowed_signature(mean, "tmp1 = (ks0*ks1).to(tl.float32)") == (mean, ())
+    assert pointwise_by_size.narrowed_signature(WITH_SIZE, None) == (WITH_SIZE, ())  # no source to read
 
 
 def test_a_kernel_compiles_its_size_arguments_32_bit_and_each_launch_checks_they_fit():

@@ -16,7 +16,8 @@ where the kernel indexes in 32 bits (``triton_utils.signature_of``: a product of
 attention-mask kernel took 191 us in a dynamic graph against 42 us compiled for that size, where the divisor is a
 constant (H100, docs/DYNAMIC.md). A kernel Inductor indexes in 32 bits (``xnumel`` 32-bit) has its element count and
 every buffer it touches guarded below 2**31 (``SIMDScheduling.can_use_32bit_indexing``), and its size arguments
-index those buffers; so they are compiled 32-bit, and each launch checks that they fit.
+index those buffers; so they are compiled 32-bit, and each launch checks that they fit. A kernel that multiplies two
+of them keeps them 64-bit (the product of two sizes that fit may not).
 
 How: ``by_size_source`` rewrites a generated kernel's ``@triton_heuristics.pointwise(`` into this module's
 ``pointwise``, which returns an autotuner whose ``run`` picks the launcher by the ``xnumel`` argument
@@ -38,6 +39,7 @@ BLOCKS = (256, 512, 1024)  # Inductor's 1-D pointwise blocks, in elements
 ELEMENTS_PER_BLOCK_STEP = 128  # Inductor's block: numel // 128, within [256, 1024]
 SIZE_ARGUMENT_BITS = 32  # a symbolic size argument (``ks0``...) of a kernel indexed in 32 bits
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+_SIZE_PRODUCT = re.compile(r"\bks\d+\s*\*\s*ks\d+\b")  # as Inductor prints a product of sizes: ks0*ks1
 # a kernel Inductor is asked to tune (or to profile, or that has no x dimension) keeps Inductor's heuristic
 INDUCTORS_OWN = ("max_autotune", "max_autotune_pointwise", "coordinate_descent_tuning", "profile_bandwidth", "no_x_dim")
 _DECORATOR = "@triton_heuristics.pointwise(\n"
@@ -65,10 +67,13 @@ def by_size_source(source: str) -> str:
     return source[:head.start()] + _IMPORT + "@_pointwise_by_size(\n" + source[head.start() + len(_DECORATOR):]
 
 
-def narrowed_signature(signature: dict[str, str]) -> tuple[dict[str, str], tuple[str, ...]]:
+def narrowed_signature(signature: dict[str, str], body: str | None) -> tuple[dict[str, str], tuple[str, ...]]:
     """(``signature`` with Inductor's 64-bit size arguments ``ks*`` 32-bit, their names) for a kernel indexed in 32
-    bits (``xnumel`` 32-bit; module docstring); otherwise ``signature`` as it is and no names."""
-    if signature.get("xnumel") != "i32":
+    bits (``xnumel`` 32-bit; module docstring) whose ``body`` (its source) multiplies no two of them; otherwise, and
+    without a body to read, ``signature`` as it is and no names. A product of two sizes can exceed 32 bits where each
+    fits (a mean's divisor: the element count of a tensor this kernel never touches), and a launch checks each
+    argument, not products."""
+    if signature.get("xnumel") != "i32" or not body or _SIZE_PRODUCT.search(body):
         return signature, ()
     names = tuple(name for name, kind in signature.items() if kind == "i64" and name.startswith("ks"))
     return {name: "i32" if name in names else kind for name, kind in signature.items()}, names
@@ -143,19 +148,17 @@ def pointwise(size_hints: Any, triton_meta: dict[str, Any], tile_hint: Any = Non
     if (extra or list(size_hints) != ["x"] or "xnumel" not in triton_meta.get("signature", {})
             or any(inductor_meta.get(flag) for flag in INDUCTORS_OWN)):
         return th.pointwise(size_hints, triton_meta, **own)
-    signature, narrowed = narrowed_signature(triton_meta["signature"])
-    try:
-        configs = [th.triton_config({"x": block * ELEMENTS_PER_BLOCK_STEP}, block,
-                                    min_elem_per_thread=min_elem_per_thread) for block in BLOCKS]
-        decorate = th.cached_autotune(size_hints, configs, triton_meta={**triton_meta, "signature": signature},
-                                      heuristic_type=th.HeuristicType.POINTWISE, filename=filename,
-                                      inductor_meta=inductor_meta, caching_autotuner_cls=_autotuner_class())
-    except TypeError as exc:  # another torch's signatures: Inductor's own heuristic
-        log.debug("gemm-predictor: pointwise blocks by size unavailable (%s)", exc)
-        return th.pointwise(size_hints, triton_meta, **own)
-
     def decorator(fn: Any) -> Any:
-        tuner = decorate(fn)
+        signature, narrowed = narrowed_signature(triton_meta["signature"], getattr(fn, "src", None))
+        try:
+            configs = [th.triton_config({"x": block * ELEMENTS_PER_BLOCK_STEP}, block,
+                                        min_elem_per_thread=min_elem_per_thread) for block in BLOCKS]
+            tuner = th.cached_autotune(size_hints, configs, triton_meta={**triton_meta, "signature": signature},
+                                       heuristic_type=th.HeuristicType.POINTWISE, filename=filename,
+                                       inductor_meta=inductor_meta, caching_autotuner_cls=_autotuner_class())(fn)
+        except TypeError as exc:  # another torch's signatures: Inductor's own heuristic
+            log.debug("gemm-predictor: pointwise blocks by size unavailable (%s)", exc)
+            return th.pointwise(size_hints, triton_meta, **own)(fn)
         tuner.narrowed = narrowed
         return tuner
     return decorator
