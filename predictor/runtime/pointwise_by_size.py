@@ -11,7 +11,7 @@ launch takes the one for the element count it is called with. Nothing is benchma
 launch of its own size.
 
 And its size arguments are 32-bit. Inductor passes a kernel's symbolic sizes (``ks0``...) as 64-bit integers even
-where the kernel indexes in 32 bits (``triton_utils.signature_of``: a product of two sizes might overflow), so each
+where the kernel indexes in 32 bits (``triton_utils.signature_to_meta``: a product of two sizes might overflow), so each
 ``xindex // ks0`` and ``% ks0`` is a 64-bit division, which the GPU emulates: a 4096-token OPT prefill's
 attention-mask kernel took 191 us in a dynamic graph against 42 us compiled for that size, where the divisor is a
 constant (H100, docs/DYNAMIC.md). A kernel Inductor indexes in 32 bits (``xnumel`` 32-bit) has its element count and
@@ -148,6 +148,7 @@ def pointwise(size_hints: Any, triton_meta: dict[str, Any], tile_hint: Any = Non
     if (extra or list(size_hints) != ["x"] or "xnumel" not in triton_meta.get("signature", {})
             or any(inductor_meta.get(flag) for flag in INDUCTORS_OWN)):
         return th.pointwise(size_hints, triton_meta, **own)
+
     def decorator(fn: Any) -> Any:
         signature, narrowed = narrowed_signature(triton_meta["signature"], getattr(fn, "src", None))
         try:
