@@ -139,3 +139,14 @@ def test_every_mode_serves_the_same_tokens_at_a_size_whatever_was_drawn_before()
     torch.randn(1000)  # a max-autotune compile's benchmark inputs
     assert torch.equal(models.inputs(spec, "prefill", 64, torch.device("cpu"))[0], first)
     assert not torch.equal(models.inputs(spec, "prefill", 64 + 1, torch.device("cpu"))[0][:, :64], first)
+
+
+def test_an_output_launched_wrong_shows_as_order_one_beside_bf16_rounding():
+    import torch
+
+    from benchmarks.serving.worker import relative_error
+
+    eager = torch.randn(4, 1, 1000)
+    assert relative_error(eager.clone(), eager) == 0.0
+    assert relative_error(eager.to(torch.bfloat16), eager) < 1e-2  # a compiled bf16 step: rounding
+    assert relative_error(eager.flip(0), eager) > 0.3  # rows swapped, as a launch with the wrong size would
