@@ -27,6 +27,10 @@ CONFIGS = {
                                                  v_head_dim=8),
     # partial rotary, biases, GELU
     "phi2": lambda: configs._phi2_config(**SMALL, intermediate_size=256, num_key_value_heads=4),
+    # multi-query attention with a parallel block, a width of no multiple of 16 (72: 4 heads of 18)
+    "falcon": lambda: configs._falcon_config(hidden_size=72, num_attention_heads=4, vocab_size=1000),
+    # Conv1D layers (weights stored K x N), learned positions
+    "gpt2": lambda: configs._gpt2_medium_config(n_embd=64, n_head=4, vocab_size=1000),
 }
 
 
