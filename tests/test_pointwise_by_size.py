@@ -182,6 +182,10 @@ def test_a_kernel_compiles_its_size_arguments_32_bit_and_each_launch_checks_they
     tuner = pointwise_by_size.pointwise({"x": 1 << 24}, triton_meta, filename="k.py", inductor_meta=inductor_meta)(rows)
     assert tuner.triton_meta["signature"]["ks0"] == "i32" and tuner.narrowed == ("ks0",)
     assert triton_meta["signature"]["ks0"] == "i64"  # Inductor's own meta is not changed in place
+    old = tuner.prepare_for_pickle()  # a compile worker sends its kernels back, the launch check with them
+    back = pickle.loads(pickle.dumps(tuner))
+    tuner.restore_after_unpickle(old)
+    assert back.narrowed == ("ks0",) and back.triton_meta["signature"]["ks0"] == "i32"
     launched = []
 
     class Launcher:
