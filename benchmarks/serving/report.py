@@ -24,13 +24,15 @@ def _geomean(values: list[float]) -> float | None:
 
 
 def table(records: list[dict[str, Any]], timing: str = "step_ms") -> dict[tuple[str, str], dict[str, Any]]:
-    """(model, phase) -> {"steps": {mode: {size: ms}}, "compile": {mode: s}, "recompiles": {mode: n}, "sizes": [...],
+    """(model, phase) -> {"steps": {mode: {size: ms}}, "compile": {mode: s}, "recompiles": {mode: n},
+    "max_rel_err": {mode: worst output error against eager's}, "sizes": [...],
     "vs_best": {hook mode: {size: ratio}}, "vs_plain": {hook mode: {size: ratio}}} over the ok records, by the
     records' ``timing`` (``step_ms``: replays timed one at a time; ``step_ms_b2b``: back to back). A mode run in
     several processes (records' ``process``) gets the median of their step times per size, and of their compiles."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for r in map(own_compile, records):  # compile times net of waits for other lanes' turns
-        t = out.setdefault((r["model"], r["phase"]), {"steps": {}, "compile": {}, "recompiles": {}, "sizes": set()})
+        t = out.setdefault((r["model"], r["phase"]), {"steps": {}, "compile": {}, "recompiles": {}, "max_rel_err": {},
+                                                      "sizes": set()})
         t["sizes"].add(r["size"])
         if r.get("status") != "ok" or not r.get(timing):
             continue
@@ -40,6 +42,8 @@ def table(records: list[dict[str, Any]], timing: str = "step_ms") -> dict[tuple[
         dynamic = r["mode"].endswith("-dynamic")  # one compile over every size; static: one per size, summed
         per_process[process] = r["compile_s"] if dynamic else per_process.get(process, 0.0) + r["compile_s"]
         t["recompiles"][r["mode"]] = max(t["recompiles"].get(r["mode"], 0), r.get("recompiles") or 0)
+        if r.get("max_rel_err") is not None:
+            t["max_rel_err"][r["mode"]] = max(t["max_rel_err"].get(r["mode"], 0.0), r["max_rel_err"])
     for t in out.values():
         t["sizes"] = sorted(t["sizes"])
         t["steps"] = {m: {size: statistics.median(v) for size, v in by_size.items()}
@@ -85,13 +89,9 @@ def markdown(records: list[dict[str, Any]]) -> str:
         lines += ["", "| mode | compile s | recompiles |", "|---|---|---|"]
         lines += [f"| `{m}` | {t['compile'][m]:.1f} | {t['recompiles'].get(m, 0)} |"
                   for m in modes if m in t["compile"]]
-        errors: dict[str, float] = {}
-        for r in records:
-            if (r["model"], r["phase"]) == (model, phase) and r.get("max_rel_err") is not None:
-                errors[r["mode"]] = max(errors.get(r["mode"], 0.0), r["max_rel_err"])
-        if errors:
+        if t["max_rel_err"]:
             lines += ["", "Outputs against eager's, worst over sizes (`max_rel_err`: max |out - eager| / max |eager|): "
-                      + ", ".join(f"`{m}` {e:.1e}" for m, e in errors.items()) + "."]
+                      + ", ".join(f"`{m}` {e:.1e}" for m, e in t["max_rel_err"].items()) + "."]
         lines.append("")
         for h in hooks:
             geo_plain, worst = _geomean(list(t["vs_plain"][h].values())), min(t["vs_best"][h].values(), default=None)
