@@ -11,9 +11,10 @@ from setuptools import find_packages, setup
 setup(
     packages=[*find_packages(include=["predictor*", "collectors*"]), "predictor.models"],
     package_dir={"predictor.models": "models"},
-    # the three files a model folder holds (predictor.artifacts) and the GEMV block tables
-    # (predictor.runtime.gemv_blocks); nothing else a models/ folder may gather
+    # the three files a model folder holds (predictor.artifacts), the GEMV block tables
+    # (predictor.runtime.gemv_blocks) and the few-rows tables (predictor.runtime.few_rows); nothing else a models/
+    # folder may gather
     package_data={"predictor.models": ["*/metadata.json", "*/MODEL_CARD.md", "*/model.lgbm.txt", "*/model.json",
-                                       "gemv-blocks/*.json"],
+                                       "gemv-blocks/*.json", "few-rows/*.json"],
                   "predictor": ["tree_walk.c"]},  # compiled on first use (predictor.compiled_walk)
 )

@@ -180,6 +180,20 @@ def _add_gemv_fit(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _add_few_rows_fit(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "few-rows-fit", "few-rows labels -> the runtime's block table, each weight held out")
+    p.add_argument("dataset", help="few-rows labels written by python -m collectors.few_rows")
+    p.add_argument("--out", help="write the table here (models/few-rows/<gpu>.json)")
+
+    def run(args: argparse.Namespace) -> int:
+        from .offline.few_rows_fit import run as fit
+
+        print(fit(args.dataset, args.out))
+        return 0
+
+    p.set_defaults(func=run)
+
+
 def _add_grouped_fit(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "grouped-fit", "grouped-GEMM labels -> one config per band of rows per expert, held out")
     p.add_argument("dataset", help="grouped-GEMM labels written by python -m collectors.grouped_mm")
@@ -263,6 +277,7 @@ def build_parser(plugins: Iterable[Callable[[argparse._SubParsersAction], None]]
     _add_report(sub)
     _add_gemv_eval(sub)
     _add_gemv_fit(sub)
+    _add_few_rows_fit(sub)
     _add_region_eval(sub)
     _add_grouped_fit(sub)
     _add_size_range_eval(sub)

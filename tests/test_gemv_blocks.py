@@ -12,6 +12,7 @@ import pytest
 
 from predictor.offline import gemv_blocks_fit
 from predictor.runtime import gemv_blocks as gb
+from predictor.runtime.discovery import table_path
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "models" / "gemv-blocks" / "nvidia-h200.json"
@@ -183,11 +184,14 @@ def test_collector_corpus_covers_every_form_and_keeps_the_first_problem_ids():
 def test_shipped_table_reads_and_fits_its_gpu_and_architecture():
     rows = gb.read_table(TABLE)
     assert rows and all(r["times"] for r in rows)
-    assert gb.table_path("NVIDIA H200", [ROOT / "models"]) == TABLE
-    assert gb.table_path("NVIDIA H100 80GB HBM3", [ROOT / "models"]) == TABLE.with_name("nvidia-h100.json")
-    assert gb.table_path("NVIDIA H100 NVL", [ROOT / "models"], capability="9.0").parent == TABLE.parent
-    assert gb.table_path("NVIDIA GH200 480GB", [ROOT / "models"]) is None
-    assert gb.table_path("NVIDIA A100-SXM4-80GB", [ROOT / "models"], capability="8.0") is None
+    assert table_path("NVIDIA H200", [ROOT / "models"], folder=gb.TABLE_FOLDER) == TABLE
+    h100 = table_path("NVIDIA H100 80GB HBM3", [ROOT / "models"], folder=gb.TABLE_FOLDER)
+    assert h100 == TABLE.with_name("nvidia-h100.json")
+    nvl = table_path("NVIDIA H100 NVL", [ROOT / "models"], capability="9.0", folder=gb.TABLE_FOLDER)
+    assert nvl.parent == TABLE.parent
+    assert table_path("NVIDIA GH200 480GB", [ROOT / "models"], folder=gb.TABLE_FOLDER) is None
+    assert table_path("NVIDIA A100-SXM4-80GB", [ROOT / "models"], capability="8.0",
+                      folder=gb.TABLE_FOLDER) is None
 
 
 def test_a_broken_table_is_refused_naming_the_file(tmp_path):
@@ -316,7 +320,8 @@ def test_the_sibling_table_of_the_same_architecture_is_found_and_merged(tmp_path
     norm = {**plain, "vector_loads": 2, "times": {"X2_R512_w8": 8.0}}
     (folder / "nvidia-h200.json").write_text(json.dumps({"cc": "9.0", "problems": [plain]}))
     (folder / "nvidia-h100.json").write_text(json.dumps({"cc": "9.0", "problems": [norm]}))
-    assert gb.table_path("", [tmp_path], "9.0", skip=folder / "nvidia-h200.json") == folder / "nvidia-h100.json"
+    sibling = table_path("", [tmp_path], "9.0", folder=gb.TABLE_FOLDER, skip=folder / "nvidia-h200.json")
+    assert sibling == folder / "nvidia-h100.json"
     rows, digest = gb._table("NVIDIA H200", "9.0", (str(tmp_path),))
     assert list(rows) == [plain, norm] and digest
     monkeypatch.setattr(gb, "table_for_this_gpu", lambda: rows)

@@ -40,6 +40,8 @@ from typing import Any, Callable
 from . import installing
 from .conv_lowering import convolutions_as_plain
 from .dynamic_hints import dynamic_kernel_hints
+from .few_rows import few_rows_gemms
+from .few_rows import rule_for_this_gpu as few_rows_rule
 from .gemv import gemv_as_reduction
 from . import gemv_blocks
 from .gemv_blocks import GemvKernel, choose_from_table
@@ -129,7 +131,8 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
             # decompositions apply here, where AOTAutograd traces the forward and backward together; lowering and
             # codegen happen in compile_fx's inner compile, which runs for the backward later, at its first call,
             # outside this call: inner_compile carries their patches there (config_patches, compile_fx re-applies)
-            ranges = size_ranges() if by_size_range else contextlib.nullcontext()
+            # a symbolic M: one kernel per range of it (opt-in), or else the few-rows kernel up to 16 rows
+            ranges = size_ranges() if by_size_range else few_rows_gemms(few_rows_rule())
             with gemv_as_reduction(), patchify_as_gemm(patchify), short_k_padded(pad_k), ranges, \
                     _capture_aware_cudagraphify(), _without_autograd_cache(not (patchify and pad_k)):
                 return compile_fx(model_, inputs_, inner_compile=_inner_compile_as_decided(gemv_choice()),
@@ -193,7 +196,8 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     ``size_ranges``: under ``dynamic=True``, each GEMM whose M is symbolic gets one kernel per range of M (2-16,
     17-64, 65-256; cuBLAS above), chosen by the model and dispatched on the actual M (``runtime.size_ranges``;
     such graphs run without CUDA graph trees). Off by default: in the H100 serving runs it lost to the default,
-    which keeps cuBLAS at every symbolic M (docs/DYNAMIC.md).
+    which runs such a GEMM as the few-rows kernel at 2-16 rows where this GPU's labels say it wins, and cuBLAS
+    otherwise (``runtime.few_rows``; docs/DYNAMIC.md).
     ``patchify``: patch-embedding convolutions over channels cuDNN must pad (an RGB image) run as the GEMM they
     are, decided by the model (``runtime.patchify``); False keeps them on cuDNN. ``pad_k``: fp16/bf16 GEMMs with a
     short reduction not a multiple of 8 (token mixing, patch-14 stems) multiply zero-padded operands, so cuBLAS and

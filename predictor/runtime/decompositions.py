@@ -1,5 +1,6 @@
 """What a compile's traced graph owes to this package: the decompositions ``predictor.compile`` adds (GEMVs as
-reductions, ``gemv``, where the GEMV block table's reading in ``gemv_blocks`` says so; patch embeddings as GEMMs,
+reductions, ``gemv``, where the GEMV block table's reading in ``gemv_blocks`` says so; GEMMs of a symbolic few rows
+as the few-rows op, ``few_rows``; patch embeddings as GEMMs,
 ``patchify``; short reductions padded, ``pad_k``) and the rules that pick each GEMM's kernels (``hook``, ``policy``,
 ``split_addmm``), as a digest of their source for cache keys.
 
@@ -14,7 +15,7 @@ import functools
 import hashlib
 from pathlib import Path
 
-from . import gemv, gemv_blocks, pad_k, patchify
+from . import few_rows, gemv, gemv_blocks, pad_k, patchify
 
 
 @functools.cache
@@ -23,7 +24,7 @@ def decompositions_digest() -> str:
     the modules that decide the GEMMs (read by name: the hook imports this module)."""
     digest = hashlib.sha256()
     here = Path(__file__).parent
-    for path in [Path(m.__file__) for m in (gemv, gemv_blocks, pad_k, patchify)] + [
+    for path in [Path(m.__file__) for m in (few_rows, gemv, gemv_blocks, pad_k, patchify)] + [
             here / name for name in ("hook.py", "policy.py", "split_addmm.py")]:
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

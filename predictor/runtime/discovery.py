@@ -7,8 +7,10 @@ The shipped models are the checkout's top-level ``models/`` folder; a wheel carr
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -88,3 +90,23 @@ def _this_gpu() -> DeviceInfo | None:
     import torch
 
     return DeviceInfo.from_torch() if torch.cuda.is_available() else None
+
+
+def table_path(gpu_name: str, roots: Sequence[Path], capability: str | None = None, *, folder: str,
+               skip: Path | None = None) -> Path | None:
+    """``<root>/<folder>/<gpu slug>.json`` for the first root that has one (a per-GPU table: ``gemv-blocks``,
+    ``few-rows``); else, given ``capability``
+    ("9.0"), a table made on another GPU of that architecture (an H100 takes the H200's: the same SM, the blocks
+    that win are bandwidth-bound alike). ``skip``: a table not to return (to find a sibling of it)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
+    tables = [t for root in roots for t in sorted((Path(root) / folder).glob("*.json")) if t != skip]
+    for candidate in tables if slug else ():
+        if slug.startswith(candidate.stem):  # "nvidia-h100-80gb-hbm3" uses nvidia-h100.json
+            return candidate
+    for candidate in tables if capability else ():
+        try:
+            if str(json.loads(candidate.read_text()).get("cc")) == capability:
+                return candidate
+        except (OSError, ValueError):
+            continue
+    return None

@@ -120,25 +120,6 @@ def _itemsize(dtype: str) -> int:
 
 # --- the table ---------------------------------------------------------------------------------------------------
 
-def table_path(gpu_name: str, roots: Sequence[Path], capability: str | None = None,
-               skip: Path | None = None) -> Path | None:
-    """``<root>/gemv-blocks/<gpu slug>.json`` for the first root that has one; else, given ``capability``
-    ("9.0"), a table made on another GPU of that architecture (an H100 takes the H200's: the same SM, the blocks
-    that win are bandwidth-bound alike). ``skip``: a table not to return (to find a sibling of it)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
-    tables = [t for root in roots for t in sorted((Path(root) / TABLE_FOLDER).glob("*.json")) if t != skip]
-    for candidate in tables if slug else ():
-        if slug.startswith(candidate.stem):  # "nvidia-h100-80gb-hbm3" uses nvidia-h100.json
-            return candidate
-    for candidate in tables if capability else ():
-        try:
-            if str(json.loads(candidate.read_text()).get("cc")) == capability:
-                return candidate
-        except (OSError, ValueError):
-            continue
-    return None
-
-
 def read_table(path: Path) -> list[dict[str, Any]]:
     """The labelled problems of one table: ``n``, ``k``, ``dtype``, ``weights``, ``vector_loads`` and ``times``
     (block config name -> us). Raises ValueError naming the file when it is not such a table."""
@@ -268,10 +249,12 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
     import hashlib
 
     folders = [Path(r) for r in roots]
-    path = table_path(gpu_name, folders, capability)
+    from .discovery import table_path
+
+    path = table_path(gpu_name, folders, capability, folder=TABLE_FOLDER)
     if path is None:
         return (), None
-    sibling = table_path("", folders, capability, skip=path)
+    sibling = table_path("", folders, capability, folder=TABLE_FOLDER, skip=path)
     files = [path] if sibling is None else [path, sibling]
     try:
         own, *others = [read_table(f) for f in files]

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..artifacts import ModelError, load_runtime_model, read_metadata
 from ..candidate import Candidate, candidates_from_choices, from_choice_caller
-from . import dynamic_hints, gemv_blocks, grouped_mm
+from . import dynamic_hints, few_rows, gemv_blocks, grouped_mm
 from .cutlass import is_cutlass_choice, keep_cutlass
 from .decompositions import decompositions_digest
 from ..device import DeviceInfo
@@ -209,7 +209,8 @@ class GemmPruner:
                    "override_gap": s.override_gap, "cutlass_top_k": s.cutlass_top_k,
                    "epilogue_templates": s.epilogue_templates, "allow_similar_gpu": s.allow_similar_gpu,
                    "policy": s.policy, "decide_gap": s.decide_gap, "fallback": s.fallback, "gap_floors": GAP_FLOORS,
-                   "gemv_blocks": gemv_blocks.table_digest(), "decompositions": decompositions_digest(),
+                   "gemv_blocks": gemv_blocks.table_digest(), "few_rows": few_rows.table_digest(),
+                   "decompositions": decompositions_digest(),
                    "grouped_mm_bands": grouped_mm.rule_key(), "dynamic_pointwise": dynamic_hints.cache_key(),
                    "region_models": {r: m.metadata.get("model_sha256") for r, m in self.region_models.items()}}
             self._uuid = "gemm-predictor-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]

@@ -1,0 +1,106 @@
+"""Few-rows labels -> the runtime's block table (``models/few-rows/<gpu>.json``) and how its choice does on each
+labelled weight held out.
+
+    gemm-predictor few-rows-fit datasets/nvidia-h100/few_rows.parquet --out models/few-rows/nvidia-h100.json
+
+The table keeps, per labelled weight (n, k), cuBLAS's time and every block config's at the row counts the kernel
+serves (``predictor.runtime.few_rows.ROWS``: 2-16); ``few_rows.choose`` reads it. Held out: each weight's config
+is chosen from the other weights' labels alone, and timed with that weight's own labels (cuBLAS where the choice is
+cuBLAS, or where the chosen config was not measured there); against cuBLAS (plain) and the best label per row
+count (the oracle, cuBLAS included).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from predictor.runtime.few_rows import ROWS, choose, config_name, read_table
+
+KIND = "few_rows_labels"
+ATEN = "aten/mm"
+PREFIX = "few_rows/"
+
+
+def problems(frame: pd.DataFrame, max_rows: int = ROWS) -> list[dict[str, Any]]:
+    """One entry per weight: its row counts up to ``max_rows``, cuBLAS's time at each, and the time of every config
+    measured ``ok`` at all of them."""
+    ok = frame[(frame["status"] == "ok") & (frame["m"] <= max_rows)]
+    wide = ok.pivot_table(index=["n", "k", "m"], columns="candidate", values="time_us")
+    out = []
+    for (n, k), rows in wide.groupby(level=["n", "k"]):
+        rows = rows.droplevel(["n", "k"]).sort_index()
+        if ATEN not in rows or rows[ATEN].isna().any():
+            continue
+        configs = rows.drop(columns=ATEN).dropna(axis=1)
+        out.append({"n": int(n), "k": int(k), "m": [int(m) for m in rows.index],
+                    "cublas_us": [round(float(t), 3) for t in rows[ATEN]],
+                    "times": {c.removeprefix(PREFIX): [round(float(t), 3) for t in configs[c]]
+                              for c in configs.columns if c.startswith(PREFIX)}})
+    return out
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def held_out(probs: list[dict[str, Any]]) -> pd.DataFrame:
+    """Per weight: the config chosen without its labels, and (geomean over its row counts) cuBLAS's time over the
+    choice's (``vs_cublas``) and the best label's over the choice's (``vs_oracle``)."""
+    rows = []
+    for i, p in enumerate(probs):
+        others = probs[:i] + probs[i + 1:]
+        config = choose(p["n"], p["k"], others)
+        name = None if config is None else config_name(config)
+        chosen = p["times"].get(name, p["cublas_us"]) if name else p["cublas_us"]
+        best = [min(c, *(t[j] for t in p["times"].values())) for j, c in enumerate(p["cublas_us"])]
+        rows.append({"n": p["n"], "k": p["k"], "choice": name or "cuBLAS",
+                     "vs_cublas": _geomean([c / t for c, t in zip(p["cublas_us"], chosen)]),
+                     "worst_vs_cublas": min(c / t for c, t in zip(p["cublas_us"], chosen)),
+                     "vs_oracle": _geomean([b / t for b, t in zip(best, chosen)]),
+                     "oracle_vs_cublas": _geomean([c / b for c, b in zip(p["cublas_us"], best)])})
+    return pd.DataFrame(rows)
+
+
+def write_table(probs: list[dict[str, Any]], path: Path, metadata: dict[str, Any], dataset: str) -> None:
+    payload = {"what": "few-rows kernel block configs per labelled weight (predictor.runtime.few_rows)",
+               "dataset": dataset, **{k: metadata.get(k) for k in ("gpu", "cc", "torch", "triton")},
+               "problems": probs}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, separators=(",", ":")) + "\n")
+    tmp.replace(path)
+    read_table(path)  # what the runtime will read
+
+
+def run(dataset: str, out: str | None) -> str:
+    """The markdown report (and the table written to ``out`` when given)."""
+    from predictor.offline.gemv_eval import read_labels
+
+    frame = read_labels(dataset, KIND)
+    probs = problems(frame)
+    if not probs:
+        raise ValueError(f"{dataset}: no weight has both cuBLAS and block-config timings at 2-{ROWS} rows")
+    if out:
+        write_table(probs, Path(out), frame.attrs["metadata"], dataset)
+    meta = frame.attrs["metadata"]
+    result = held_out(probs)
+    taken = result[result["choice"] != "cuBLAS"]
+    lines = [f"Few rows: {len(probs)} weights at {ROWS} rows or fewer, {meta.get('gpu')}, torch {meta.get('torch')}",
+             "", "Each weight held out (geomean over its row counts; vs cuBLAS > 1: faster than plain):", "",
+             "| | weights | vs cuBLAS | worst weight vs cuBLAS | worst row count vs cuBLAS | vs oracle |",
+             "|---|---|---|---|---|---|"]
+    for label, part in (("all", result), ("kernel chosen", taken)):
+        if len(part):
+            lines.append(f"| {label} | {len(part)} | {_geomean(list(part['vs_cublas'])):.3f} | "
+                         f"{part['vs_cublas'].min():.3f} | {part['worst_vs_cublas'].min():.3f} | "
+                         f"{_geomean(list(part['vs_oracle'])):.3f} |")
+    lines += ["", f"oracle (best label per row count) vs cuBLAS: {_geomean(list(result['oracle_vs_cublas'])):.3f}",
+              "", "| n | k | choice | vs cuBLAS | worst row count | vs oracle |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r.n} | {r.k} | {r.choice} | {r.vs_cublas:.3f} | {r.worst_vs_cublas:.3f} | {r.vs_oracle:.3f} |"
+              for r in result.itertuples()]
+    return "\n".join(lines)

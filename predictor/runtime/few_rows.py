@@ -1,0 +1,273 @@
+"""GEMMs of a few rows in a dynamic graph: the few-rows kernel (``few_rows_kernel``) where this GPU's labels say it
+beats cuBLAS, dispatched on the actual row count at each call.
+
+Why: under ``torch.compile(dynamic=True)`` a decode batch of 2-16 rows runs plain's cuBLAS, which on decoder
+weights reaches about half of the HBM bandwidth a GEMM of so few rows is bound by (``few_rows_kernel``).
+
+How: while ``few_rows_gemms()`` is active (a compile of ``predictor.compile``), Inductor's ``mm``/``addmm``
+decomposition turns a GEMM whose M is symbolic and whose weight is static in ``F.linear``'s layout (fp16/bf16) into
+one custom op, ``gemm_predictor::few_rows_linear``, when the block table has a config for its (n, k): at each call
+the op runs the few-rows kernel with that config if M is at most its ``rows``, else cuBLAS as plain does. The
+decision is made at compile time from labels (``models/few-rows/<gpu>.json``, written by ``gemm-predictor
+few-rows-fit`` from ``collectors.few_rows``); nothing is benchmarked. A CUDA graph captures the branch its size
+takes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import itertools
+import json
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Callable
+
+from .table_patch import decomposition_tables, wrapped_entries
+
+log = logging.getLogger(__name__)
+
+Config = dict[str, int]  # BLOCK_N, BLOCK_K, num_warps, num_stages
+GRID: tuple[Config, ...] = tuple(
+    {"BLOCK_N": n, "BLOCK_K": k, "num_warps": w, "num_stages": s}
+    for n, k, w, s in itertools.product((16, 32, 64), (128, 256, 512), (2, 4, 8), (3, 4, 6)))
+SHARED_MEMORY_BYTES = 220 << 10  # an H100's 227 KB per block, less Triton's own
+_ITEMSIZE = 2  # fp16 / bf16
+
+
+def config_name(config: Config) -> str:
+    """``N32_K256_w4_s4``: the candidate's name in the labels."""
+    return f"N{config['BLOCK_N']}_K{config['BLOCK_K']}_w{config['num_warps']}_s{config['num_stages']}"
+
+
+def parse_config_name(name: str) -> Config:
+    """The inverse of ``config_name``; ValueError naming ``name`` otherwise."""
+    try:
+        n, k, w, s = name.split("_")
+        if not (n[0], k[0], w[0], s[0]) == ("N", "K", "w", "s"):
+            raise ValueError
+        return {"BLOCK_N": int(n[1:]), "BLOCK_K": int(k[1:]), "num_warps": int(w[1:]), "num_stages": int(s[1:])}
+    except ValueError:
+        raise ValueError(f"not a few-rows block config name: {name!r}") from None
+
+
+def _pow2_ceil(v: int) -> int:
+    return 1 << max(0, (int(v) - 1).bit_length())
+
+
+def fits(config: Config, n: int, k: int, block_m: int) -> bool:
+    """A config whose blocks exceed the weight only idles lanes, and one whose pipeline exceeds shared memory does
+    not compile: both skipped."""
+    stage = (block_m + config["BLOCK_N"]) * config["BLOCK_K"] * _ITEMSIZE
+    return (config["BLOCK_N"] <= _pow2_ceil(n) and config["BLOCK_K"] <= _pow2_ceil(k)
+            and stage * config["num_stages"] <= SHARED_MEMORY_BYTES)
+
+
+# --- the table: which config, if any, for a weight ---------------------------------------------------------------
+
+TABLE_FOLDER = "few-rows"  # under a model root (discovery.model_roots)
+ROWS = 16  # the op's kernel serves 2-16 rows (one tile of the tensor cores); more rows stay cuBLAS
+MIN_GAIN = 1.03  # the nearest labelled weight's best config must beat cuBLAS by this, in geomean over its rows...
+MIN_WORST = 0.97  # ...and lose by no more than this at any row count
+MAX_DISTANCE = 2.0  # log2 units of n plus k: a weight farther from every labelled one stays cuBLAS
+NEIGHBOURS = 2  # labelled weights a choice reads (``choose``)
+DTYPES = ("float16", "bfloat16")  # the kernel multiplies on tensor cores; fp32 would be TF32 there, not cuBLAS's
+
+
+def read_table(path: Path) -> list[dict[str, Any]]:
+    """The labelled weights of one table: ``n``, ``k``, ``m`` (row counts), ``cublas_us`` and ``times`` (config
+    name -> us per row count). Raises ValueError naming the file when it is not such a table."""
+    try:
+        problems = json.loads(Path(path).read_text())["problems"]
+        for p in problems:
+            int(p["n"]), int(p["k"])
+            if len(p["cublas_us"]) != len(p["m"]):
+                raise ValueError("cublas_us and m differ in length")
+            for name, times in p["times"].items():
+                parse_config_name(name)
+                if len(times) != len(p["m"]):
+                    raise ValueError(f"{name}: times and m differ in length")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a few-rows block table ({type(exc).__name__}: {exc})") from exc
+    return problems
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _distance(p: dict[str, Any], n: int, k: int) -> float:
+    return abs(math.log2(p["n"] / n)) + abs(math.log2(p["k"] / k))
+
+
+def choose(n: int, k: int, problems: Sequence[dict[str, Any]]) -> Config | None:
+    """The block config for an (n, k) weight, read from its ``NEIGHBOURS`` nearest labelled weights (within
+    ``MAX_DISTANCE``): the config, among those that fit this weight, fastest in geomean over their row counts;
+    None where cuBLAS keeps it: no weight near enough, or that config gains less than ``MIN_GAIN`` over cuBLAS
+    there in geomean, or loses more than ``MIN_WORST`` at any of their row counts. Two neighbours, not one: where
+    the kernel's edge ends (a narrow weight with a long K, few programs to stream it) the nearest weight alone
+    may sit on the winning side (held out, 256 x 6144 took 256 x 3072's config and ran 0.81x cuBLAS)."""
+    near = sorted((p for p in problems if _distance(p, n, k) <= MAX_DISTANCE), key=lambda p: _distance(p, n, k))
+    near = near[:NEIGHBOURS]
+    if not near:
+        return None
+    names = set.intersection(*(set(p["times"]) for p in near))
+    scored = [(_geomean([t for p in near for t in p["times"][name]]), name) for name in names
+              if fits(parse_config_name(name), n, k, ROWS)]
+    if not scored:
+        return None
+    best_time, best = min(scored)
+    cublas = [c for p in near for c in p["cublas_us"]]
+    ratios = [c / t for p in near for c, t in zip(p["cublas_us"], p["times"][best])]
+    if _geomean(cublas) / best_time < MIN_GAIN or min(ratios) < MIN_WORST:
+        return None
+    return parse_config_name(best)
+
+
+@functools.lru_cache(maxsize=None)
+def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tuple[dict[str, Any], ...], str | None]:
+    """(problems, digest) of this GPU's table (or one of its architecture: the H200 takes the H100's, the kernel
+    being bandwidth-bound on the same SM), read once per process; none (cuBLAS everywhere) without one."""
+    from .discovery import table_path
+
+    path = table_path(gpu_name, [Path(r) for r in roots], capability, folder=TABLE_FOLDER)
+    if path is None:
+        return (), None
+    try:
+        problems = read_table(path)
+    except ValueError as exc:
+        log.warning("gemm-predictor: %s; GEMMs of a few rows keep cuBLAS", exc)
+        return (), None
+    rule = f"rows={ROWS};gain={MIN_GAIN};worst={MIN_WORST};distance={MAX_DISTANCE};neighbours={NEIGHBOURS}".encode()
+    return tuple(problems), hashlib.sha256(path.read_bytes() + rule).hexdigest()[:16]
+
+
+def _this_gpus_table() -> tuple[tuple[dict[str, Any], ...], str | None]:
+    import torch
+
+    from .discovery import model_roots
+
+    if not torch.cuda.is_available():
+        return (), None
+    capability = ".".join(map(str, torch.cuda.get_device_capability()))
+    return _table(torch.cuda.get_device_name(), capability, tuple(str(r) for r in model_roots()))
+
+
+def table_for_this_gpu() -> tuple[dict[str, Any], ...]:
+    """The shipped table's labelled weights for the current CUDA GPU (empty without one, or without a GPU)."""
+    return _this_gpus_table()[0]
+
+
+def table_digest() -> str | None:
+    """A hash of this GPU's table and of the rule reading it (part of the hook's cache key)."""
+    return _this_gpus_table()[1]
+
+
+# --- the op ------------------------------------------------------------------------------------------------------
+
+LIBRARY = "gemm_predictor"
+OP = "few_rows_linear"
+_LIBRARIES: list[Any] = []
+
+
+def _run(x: Any, weight: Any, bias: Any, rows: int, block_n: int, block_k: int, warps: int, stages: int) -> Any:
+    """``x @ weight.T (+ bias)``: the few-rows kernel for at most ``rows`` rows of a CUDA ``x``, else cuBLAS as
+    plain runs it (``mm``/``addmm``, what Inductor's generated code calls)."""
+    import torch
+
+    if x.is_cuda and x.shape[0] <= rows and x.stride(1) == 1 and weight.stride(1) == 1:
+        from .few_rows_kernel import few_rows_linear
+
+        return few_rows_linear(x, weight, bias, rows, block_n, block_k, warps, stages)
+    return torch.mm(x, weight.t()) if bias is None else torch.addmm(bias, x, weight.t())
+
+
+@functools.cache
+def _op() -> Any:
+    """``gemm_predictor::few_rows_linear``, defined once per process. Inductor calls it as an extern kernel with its
+    inputs' strides as traced (``needs_exact_strides``): the weight stays the parameter itself, never copied."""
+    import torch
+
+    library = torch.library.Library(LIBRARY, "FRAGMENT")
+    _LIBRARIES.append(library)  # a Library deregisters its ops when collected
+    tags = [t for t in (getattr(torch.Tag, "needs_exact_strides", None),) if t is not None]
+    library.define(f"{OP}(Tensor x, Tensor weight, Tensor? bias, int rows, int block_n, int block_k, int warps, "
+                   "int stages) -> Tensor", tags=tags)
+    library.impl(OP, _run, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"{LIBRARY}::{OP}", lambda x, weight, bias, *config: x.new_empty(
+        x.shape[0], weight.shape[0]), lib=library)
+    return getattr(getattr(torch.ops, LIBRARY), OP).default
+
+
+# --- the decomposition -------------------------------------------------------------------------------------------
+
+_COUNTS = {"few_rows_gemms": 0}
+
+
+def few_rows_count() -> int:
+    """GEMMs traced into the few-rows op in this process."""
+    return _COUNTS["few_rows_gemms"]
+
+
+def takes_few_rows(a: Any, b: Any, bias: Any, devices: Sequence[str]) -> bool:
+    """A 2-D GEMM on ``devices`` in fp16/bf16 whose M is symbolic, with a static weight in ``F.linear``'s layout
+    (``b`` is ``weight.t()``: column-major) and no bias or a bias of one value per output."""
+    from .gemv import static_int
+
+    if not (a.device.type in devices and a.dim() == 2 and b.dim() == 2 and a.dtype == b.dtype
+            and str(a.dtype).removeprefix("torch.") in DTYPES and static_int(a.shape[0]) is None):
+        return False
+    k, n = (static_int(s) for s in b.shape)
+    if k is None or n is None or static_int(a.shape[1]) != k or tuple(map(static_int, b.stride())) != (1, k):
+        return False
+    return bias is None or (bias.dim() == 1 and static_int(bias.shape[0]) == n and bias.dtype == a.dtype
+                            and static_int(bias.stride(0)) == 1)
+
+
+@contextlib.contextmanager
+def few_rows_gemms(choose_config: Callable[[int, int], Config | None],
+                   devices: Sequence[str] = ("cuda",)) -> Iterator[None]:
+    """While active, Inductor's ``mm``/``addmm`` decompositions turn every GEMM ``takes_few_rows`` accepts and
+    ``choose_config(n, k)`` gives a config into the few-rows op; the others keep the decomposition they had.
+    Restored on exit, also on an error."""
+    import torch
+
+    op = _op()
+    aten = torch.ops.aten
+
+    def replaced(a: Any, b: Any, bias: Any) -> Any:
+        if not takes_few_rows(a, b, bias, devices):
+            return None
+        config = choose_config(b.shape[1], b.shape[0])
+        if config is None:
+            return None
+        _COUNTS["few_rows_gemms"] += 1
+        return op(a, b.t(), bias, ROWS, config["BLOCK_N"], config["BLOCK_K"], config["num_warps"],
+                  config["num_stages"])
+
+    def wrap(key: Any, original: Callable[..., Any]) -> Callable[..., Any]:
+        if key is aten.mm.default:
+            @functools.wraps(original)
+            def mm(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+                out = None if args or kwargs else replaced(a, b, None)
+                return original(a, b, *args, **kwargs) if out is None else out
+            return mm
+
+        @functools.wraps(original)
+        def addmm(bias: Any, a: Any, b: Any, *args: Any, beta: Any = 1, alpha: Any = 1, **kwargs: Any) -> Any:
+            out = None if args or kwargs or beta != 1 or alpha != 1 else replaced(a, b, bias)
+            return original(bias, a, b, *args, beta=beta, alpha=alpha, **kwargs) if out is None else out
+        return addmm
+
+    with wrapped_entries(decomposition_tables(), [aten.mm.default, aten.addmm.default], wrap,
+                         "predictor_few_rows"):
+        yield
+
+
+def rule_for_this_gpu() -> Callable[[int, int], Config | None]:
+    """``choose`` with this GPU's table, as one compile applies it (cuBLAS everywhere without a table)."""
+    problems = table_for_this_gpu()
+    return lambda n, k: choose(n, k, problems) if problems else None

@@ -1,0 +1,141 @@
+"""GEMMs of a few rows in a dynamic graph (``predictor.runtime.few_rows``) on the CPU: which config a weight gets from
+the labels, the op's dispatch on the actual row count, the decomposition that puts it in a dynamic graph, and the
+table fit. (The kernel itself, on a GPU: tests/test_gpu_few_rows.py.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from torch._inductor.utils import run_and_get_code
+
+from predictor.offline import few_rows_fit
+from predictor.runtime import few_rows as fr
+from predictor.runtime.discovery import table_path
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = ROOT / "models" / fr.TABLE_FOLDER / "nvidia-h100.json"
+FAST, SLOW = "N16_K128_w4_s6", "N64_K512_w8_s3"
+
+
+def _weight(n: int, k: int, cublas: float, fast: float, slow: float = 99.0) -> dict:
+    return {"n": n, "k": k, "m": [2, 4, 8, 16], "cublas_us": [cublas] * 4,
+            "times": {FAST: [fast] * 4, SLOW: [slow] * 4}}
+
+
+def test_config_names_round_trip_and_what_does_not_fit_is_skipped():
+    assert all(fr.parse_config_name(fr.config_name(c)) == c for c in fr.GRID)
+    with pytest.raises(ValueError, match="X8_R256"):
+        fr.parse_config_name("X8_R256_w4")
+    big = {"BLOCK_N": 64, "BLOCK_K": 512, "num_warps": 8, "num_stages": 6}  # 480 KB of pipeline
+    assert not fr.fits(big, 4096, 4096, 16)
+    assert not fr.fits(fr.parse_config_name(SLOW), 16, 4096, 16)  # 64 outputs a program for 16
+    assert fr.fits(fr.parse_config_name(FAST), 2048, 2048, 16)
+
+
+def test_a_weight_takes_the_config_its_two_nearest_labelled_weights_agree_on():
+    table = [_weight(2048, 2048, 10.0, 8.0), _weight(4096, 2048, 20.0, 16.0), _weight(256, 8192, 10.0, 20.0)]
+    assert fr.choose(3072, 2048, table) == fr.parse_config_name(FAST)
+    assert fr.choose(256, 8192, table) is None  # cuBLAS wins there
+    assert fr.choose(2048, 65536, table) is None  # nothing labelled near
+    # the nearest wins, the second nearest loses at one row count: cuBLAS
+    losing = _weight(4096, 2048, 20.0, 16.0)
+    losing["times"][FAST][3] = 25.0
+    assert fr.choose(2048, 2048, [_weight(2048, 2048, 10.0, 8.0), losing]) is None
+    # a gain under MIN_GAIN is no reason to leave cuBLAS
+    assert fr.choose(2048, 2048, [_weight(2048, 2048, 10.0, 9.9), _weight(4096, 2048, 20.0, 19.8)]) is None
+
+
+def test_a_table_that_is_not_one_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "nvidia-h100.json"
+    path.write_text(json.dumps({"problems": [{"n": 1, "k": 1, "m": [2], "cublas_us": [1.0], "times": {"X": [1]}}]}))
+    with pytest.raises(ValueError, match="nvidia-h100.json: not a few-rows block table"):
+        fr.read_table(path)
+
+
+def test_the_shipped_table_serves_its_gpu_and_its_architecture():
+    problems = fr.read_table(TABLE)
+    assert len(problems) >= 40 and all(p["m"] == [2, 4, 8, 16] for p in problems)
+    assert table_path("NVIDIA H100 80GB HBM3", [ROOT / "models"], folder=fr.TABLE_FOLDER) == TABLE
+    assert table_path("NVIDIA H200", [ROOT / "models"], capability="9.0", folder=fr.TABLE_FOLDER) == TABLE
+    assert table_path("NVIDIA A100-SXM4-80GB", [ROOT / "models"], capability="8.0", folder=fr.TABLE_FOLDER) is None
+    assert fr.choose(2048, 2048, problems) is not None  # a decoder's projection: labelled a win
+
+
+def test_the_op_runs_cublas_above_its_rows_and_off_the_gpu():
+    op = fr._op()
+    x, w, b = torch.randn(5, 64), torch.randn(32, 64), torch.randn(32)
+    torch.testing.assert_close(op(x, w, b, 16, 16, 128, 4, 6), torch.addmm(b, x, w.t()))
+    torch.testing.assert_close(op(torch.randn(40, 64), w, None, 16, 16, 128, 4, 6).shape, torch.Size([40, 32]))
+
+
+def _model(bias: bool = True) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 96, bias=bias), torch.nn.ReLU(), torch.nn.Linear(96, 32)).to(
+        torch.bfloat16).eval()
+
+
+def _compile(model: torch.nn.Module, x: torch.Tensor, dynamic: bool, rule=lambda n, k: fr.parse_config_name(FAST)):
+    torch._dynamo.reset()
+    compiled = torch.compile(model, dynamic=dynamic)
+    with torch.no_grad(), fr.few_rows_gemms(rule, devices=("cpu",)), \
+            torch._inductor.config.patch(force_disable_caches=True):
+        _, (code, *_) = run_and_get_code(compiled, x)
+    return compiled, code
+
+
+def test_a_dynamic_graphs_linear_layers_become_the_op_and_serve_every_size_in_one_graph():
+    model, count = _model(), fr.few_rows_count()
+    compiled, code = _compile(model, torch.randn(7, 64, dtype=torch.bfloat16), dynamic=True)
+    assert fr.few_rows_count() == count + 2 and code.count("few_rows_linear") >= 2
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    with torch.no_grad():
+        for m in (2, 16, 17, 300):  # the kernel's rows, its edge, and beyond (cuBLAS on a GPU)
+            x = torch.randn(m, 64, dtype=torch.bfloat16)
+            torch.testing.assert_close(compiled(x), model(x), rtol=2e-2, atol=2e-2)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs  # no recompile across the sizes
+
+
+def test_static_sizes_fp32_and_weights_without_a_config_keep_their_gemms():
+    count = fr.few_rows_count()
+    _, code = _compile(_model(), torch.randn(7, 64, dtype=torch.bfloat16), dynamic=False)
+    _compile(_model().float(), torch.randn(7, 64), dynamic=True)
+    _, none = _compile(_model(), torch.randn(7, 64, dtype=torch.bfloat16), dynamic=True, rule=lambda n, k: None)
+    assert fr.few_rows_count() == count and "few_rows_linear" not in code + none
+
+
+def test_the_decompositions_are_restored_on_exit_and_on_an_error():
+    from torch._inductor import decomposition
+
+    before = decomposition.decompositions[torch.ops.aten.mm.default]
+    with pytest.raises(RuntimeError, match="boom"):
+        with fr.few_rows_gemms(lambda n, k: None, devices=("cpu",)):
+            assert decomposition.decompositions[torch.ops.aten.mm.default] is not before
+            raise RuntimeError("boom")
+    assert decomposition.decompositions[torch.ops.aten.mm.default] is before
+
+
+def _labels(rows: list[tuple[int, int, int, str, float]]) -> pd.DataFrame:
+    return pd.DataFrame([{"n": n, "k": k, "m": m, "candidate": c, "time_us": t, "status": "ok"}
+                         for n, k, m, c, t in rows])
+
+
+def test_the_fit_keeps_the_configs_measured_at_every_row_count_and_holds_each_weight_out():
+    rows = []
+    for n, fast in ((2048, 8.0), (4096, 16.0), (8192, 50.0)):
+        for m in (2, 4, 8, 16, 32):
+            rows += [(n, 2048, m, "aten/mm", n / 200), (n, 2048, m, f"few_rows/{FAST}", fast)]
+        rows.append((n, 2048, 2, f"few_rows/{SLOW}", 1.0))  # measured at one row count only: dropped
+    probs = few_rows_fit.problems(_labels(rows))
+    assert [p["n"] for p in probs] == [2048, 4096, 8192] and all(list(p["times"]) == [FAST] for p in probs)
+    assert probs[0]["m"] == [2, 4, 8, 16]  # 32 rows: beyond the kernel's
+    result = few_rows_fit.held_out(probs).set_index("n")
+    # the kernel wins at 2048 and 4096 (10.24 and 20.48 us for cuBLAS) and loses at 8192 (40.96); held out, each
+    # weight's choice comes from the other two: 8192 takes the kernel and its own labels show the loss, 2048 keeps
+    # cuBLAS for its second neighbour's loss
+    assert result.loc[8192, "choice"] == FAST and result.loc[8192, "vs_cublas"] == pytest.approx(40.96 / 50.0)
+    assert result.loc[2048, "choice"] == "cuBLAS" and result.loc[2048, "vs_cublas"] == 1.0
+    assert result.loc[2048, "vs_oracle"] == pytest.approx(8.0 / 10.24)

@@ -1,0 +1,59 @@
+"""On a GPU: the few-rows kernel multiplies right at every row count, odd widths and reductions, with and without a
+bias; and ``predictor.compile(model, dynamic=True)`` runs a decoder MLP's GEMMs through it at 2-16 rows and cuBLAS
+above, in one graph, under CUDA graph trees too."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import predictor
+from predictor.runtime import few_rows as fr
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.float() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("n, k, bias", [(2048, 2048, False), (4544, 4544, True), (1000, 777, True),
+                                        (50257, 768, False)])
+def test_the_kernel_matches_the_fp32_product_at_every_row_count(n, k, bias):
+    from predictor.runtime.few_rows_kernel import few_rows_linear
+
+    torch.manual_seed(0)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5
+    b = torch.randn(n, device="cuda", dtype=torch.bfloat16) if bias else None
+    for config in (fr.GRID[0], fr.parse_config_name("N64_K128_w2_s3")):
+        for m in (1, 2, 7, 16):
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            ref = x.float() @ w.float().t() + (b.float() if bias else 0)
+            out = few_rows_linear(x, w, b, fr.ROWS, config["BLOCK_N"], config["BLOCK_K"], config["num_warps"],
+                                  config["num_stages"])
+            assert out.shape == (m, n) and _rel(out, ref) < 1e-2, (m, config)
+
+
+@pytest.mark.parametrize("cudagraphs", [False, True])
+def test_a_dynamic_compile_serves_few_rows_by_the_kernel_and_more_by_cublas(cudagraphs):
+    if not fr.table_for_this_gpu():
+        pytest.skip(f"no few-rows table for {torch.cuda.get_device_name()}")
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(2048, 5632, bias=False), torch.nn.SiLU(),
+                                torch.nn.Linear(5632, 2048)).cuda().to(torch.bfloat16).eval()
+    count = fr.few_rows_count()
+    try:
+        compiled = predictor.compile(model, dynamic=True, cudagraphs=cudagraphs)
+        with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True):
+            compiled(torch.randn(5, 2048, device="cuda", dtype=torch.bfloat16))
+            assert fr.few_rows_count() == count + 2  # both GEMMs: 2048 -> 5632 and 5632 -> 2048 are labelled wins
+            graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+            for m in (2, 3, 16, 17, 64, 1000):
+                x = torch.randn(m, 2048, device="cuda", dtype=torch.bfloat16)
+                ref = torch.nn.functional.linear(torch.nn.functional.silu(x.float() @ model[0].weight.float().t()),
+                                                 model[2].weight.float(), model[2].bias.float())
+                assert _rel(compiled(x).clone(), ref) < 2e-2, m
+            assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs  # no recompile
+    finally:
+        predictor.uninstall()
