@@ -139,3 +139,13 @@ def test_the_fit_keeps_the_configs_measured_at_every_row_count_and_holds_each_we
     assert result.loc[8192, "choice"] == FAST and result.loc[8192, "vs_cublas"] == pytest.approx(40.96 / 50.0)
     assert result.loc[2048, "choice"] == "cuBLAS" and result.loc[2048, "vs_cublas"] == 1.0
     assert result.loc[2048, "vs_oracle"] == pytest.approx(8.0 / 10.24)
+
+
+def test_the_shortlist_keeps_the_configs_closest_to_every_weights_own_best():
+    a, b, c = "N16_K128_w4_s6", "N32_K128_w4_s4", "N64_K128_w2_s3"
+    probs = [{"n": n, "k": 2048, "m": [2], "cublas_us": [20.0], "times": times} for n, times in (
+        (1024, {a: [10.0], b: [11.0], c: [30.0]}), (2048, {a: [10.0], b: [12.0], c: [30.0]}),
+        (4096, {a: [12.0], b: [10.0], c: [15.0]}))]
+    assert few_rows_fit.shortlist(probs, 1) == [a]
+    assert few_rows_fit.shortlist(probs, 2) == [a, b]
+    assert all(list(p["times"]) == [b] for p in few_rows_fit.restricted(probs, [b]))

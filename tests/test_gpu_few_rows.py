@@ -57,3 +57,16 @@ def test_a_dynamic_compile_serves_few_rows_by_the_kernel_and_more_by_cublas(cuda
             assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs  # no recompile
     finally:
         predictor.uninstall()
+
+
+def test_a_kernel_compiled_ahead_is_the_one_the_call_runs():
+    from predictor.runtime.few_rows_kernel import _few_rows_kernel, few_rows_linear, warm
+
+    config = fr.parse_config_name("N32_K128_w4_s4")
+    args = (fr.ROWS, config["BLOCK_N"], config["BLOCK_K"], config["num_warps"], config["num_stages"])
+    warm(torch.bfloat16, 3072, 1536, True, *args, device=0)
+    compiled = sum(len(cache[0]) for cache in _few_rows_kernel.device_caches.values())
+    x = torch.randn(5, 1536, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(3072, 1536, device="cuda", dtype=torch.bfloat16)
+    few_rows_linear(x, w, torch.randn(3072, device="cuda", dtype=torch.bfloat16), *args)
+    assert sum(len(cache[0]) for cache in _few_rows_kernel.device_caches.values()) == compiled

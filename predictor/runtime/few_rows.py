@@ -245,8 +245,10 @@ def few_rows_gemms(choose_config: Callable[[int, int], Config | None],
         if config is None:
             return None
         _COUNTS["few_rows_gemms"] += 1
-        return op(a, b.t(), bias, ROWS, config["BLOCK_N"], config["BLOCK_K"], config["num_warps"],
-                  config["num_stages"])
+        config_args = (ROWS, config["BLOCK_N"], config["BLOCK_K"], config["num_warps"], config["num_stages"])
+        if a.device.type == "cuda":
+            _compile_ahead(a.dtype, int(b.shape[1]), int(b.shape[0]), bias is not None, config_args, a.device)
+        return op(a, b.t(), bias, *config_args)
 
     def wrap(key: Any, original: Callable[..., Any]) -> Callable[..., Any]:
         if key is aten.mm.default:
@@ -265,6 +267,34 @@ def few_rows_gemms(choose_config: Callable[[int, int], Config | None],
     with wrapped_entries(decomposition_tables(), [aten.mm.default, aten.addmm.default], wrap,
                          "predictor_few_rows"):
         yield
+
+
+_AHEAD: list[Any] = []  # the thread pool compiling kernels ahead, made on first use
+_AHEAD_DONE: set[tuple] = set()
+
+
+def _compile_ahead(dtype: Any, n: int, k: int, has_bias: bool, config_args: tuple[int, ...], device: Any) -> None:
+    """Compile the kernel this GEMM will run in a background thread while Inductor compiles the rest of the graph
+    (a Triton compile at the first call would add to the compile a user waits for); once per kernel. A failure
+    here only leaves the compile to the first call."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    key = (dtype, n, k, has_bias, config_args, device)
+    if key in _AHEAD_DONE:
+        return
+    _AHEAD_DONE.add(key)
+    if not _AHEAD:
+        _AHEAD.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="few_rows_compile"))
+
+    def compile_one() -> None:
+        from .few_rows_kernel import warm
+
+        try:
+            warm(dtype, n, k, has_bias, *config_args, device=device.index or 0)
+        except Exception as exc:  # noqa: BLE001 - the first call compiles it instead
+            log.debug("gemm-predictor: few-rows kernel not compiled ahead (%s)", exc)
+
+    _AHEAD[0].submit(compile_one)
 
 
 def rule_for_this_gpu() -> Callable[[int, int], Config | None]:

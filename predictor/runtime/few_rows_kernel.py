@@ -71,3 +71,15 @@ def few_rows_linear(x: Any, weight: Any, bias: Any, rows: int, block_n: int, blo
         BLOCK_M=block_rows(rows), BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps, num_stages=stages)
     return out
 
+
+
+def warm(dtype: Any, n: int, k: int, has_bias: bool, rows: int, block_n: int, block_k: int, warps: int,
+         stages: int, device: int) -> None:
+    """Compile the kernel a ``few_rows_linear`` call on a contiguous (rows, k) ``x`` and an (n, k) weight will run,
+    without running it (Triton's ``warmup``: the same specialisation, so the call finds it compiled)."""
+    import torch
+
+    torch.cuda.set_device(device)  # Triton compiles for the current device of this thread
+    _few_rows_kernel.warmup(dtype, dtype, dtype, dtype, 2, n, k, k, 1, k, 1, n, 1, HAS_BIAS=has_bias,
+                            EVEN_K=k % block_k == 0, BLOCK_M=block_rows(rows), BLOCK_N=block_n, BLOCK_K=block_k,
+                            num_warps=warps, num_stages=stages, grid=(1,))
