@@ -41,6 +41,7 @@ def test_a_weight_takes_the_config_its_two_nearest_labelled_weights_agree_on():
     assert fr.choose(3072, 2048, table) == fr.parse_config_name(FAST)
     assert fr.choose(256, 8192, table) is None  # cuBLAS wins there
     assert fr.choose(2048, 65536, table) is None  # nothing labelled near
+    assert fr.choose(3072, 2000, table) is None  # a K of no whole 128-wide blocks: no labelled form of it
     # the nearest wins, the second nearest loses at one row count: cuBLAS
     losing = _weight(4096, 2048, 20.0, 16.0)
     losing["times"][FAST][3] = 25.0

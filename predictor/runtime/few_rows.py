@@ -105,18 +105,21 @@ def _distance(p: dict[str, Any], n: int, k: int) -> float:
 
 def choose(n: int, k: int, problems: Sequence[dict[str, Any]]) -> Config | None:
     """The block config for an (n, k) weight, read from its ``NEIGHBOURS`` nearest labelled weights (within
-    ``MAX_DISTANCE``): the config, among those that fit this weight, fastest in geomean over their row counts;
+    ``MAX_DISTANCE``): the config, among those that fit this weight and step through its K in whole blocks, fastest
+    in geomean over their row counts;
     None where cuBLAS keeps it: no weight near enough, or that config gains less than ``MIN_GAIN`` over cuBLAS
     there in geomean, or loses more than ``MIN_WORST`` at any of their row counts. Two neighbours, not one: where
     the kernel's edge ends (a narrow weight with a long K, few programs to stream it) the nearest weight alone
-    may sit on the winning side (held out, 256 x 6144 took 256 x 3072's config and ran 0.81x cuBLAS)."""
+    may sit on the winning side (held out, 256 x 6144 took 256 x 3072's config and ran 0.81x cuBLAS). Whole
+    blocks: a K that is not a multiple of the block masks every step, a form the labels of its neighbours do not
+    time (Falcon's K of 4544, 64 past a multiple of 128: batch 2-16 decode steps ran 0.986-0.994x cuBLAS's)."""
     near = sorted((p for p in problems if _distance(p, n, k) <= MAX_DISTANCE), key=lambda p: _distance(p, n, k))
     near = near[:NEIGHBOURS]
     if not near:
         return None
     names = set.intersection(*(set(p["times"]) for p in near))
     scored = [(_geomean([t for p in near for t in p["times"][name]]), name) for name in names
-              if fits(parse_config_name(name), n, k, ROWS)]
+              if fits(parse_config_name(name), n, k, ROWS) and k % parse_config_name(name)["BLOCK_K"] == 0]
     if not scored:
         return None
     best_time, best = min(scored)
@@ -141,7 +144,7 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
     except ValueError as exc:
         log.warning("gemm-predictor: %s; GEMMs of a few rows keep cuBLAS", exc)
         return (), None
-    rule = f"rows={ROWS};gain={MIN_GAIN};worst={MIN_WORST};distance={MAX_DISTANCE};neighbours={NEIGHBOURS}".encode()
+    rule = f"whole K blocks;rows={ROWS};gain={MIN_GAIN};worst={MIN_WORST};distance={MAX_DISTANCE};neighbours={NEIGHBOURS}".encode()
     return tuple(problems), hashlib.sha256(path.read_bytes() + rule).hexdigest()[:16]
 
 
