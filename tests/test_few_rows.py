@@ -150,3 +150,15 @@ def test_the_shortlist_keeps_the_configs_closest_to_every_weights_own_best():
     assert few_rows_fit.shortlist(probs, 1) == [a]
     assert few_rows_fit.shortlist(probs, 2) == [a, b]
     assert all(list(p["times"]) == [b] for p in few_rows_fit.restricted(probs, [b]))
+
+
+def test_the_shipped_table_is_the_fit_of_the_shipped_labels(tmp_path):
+    from predictor.offline.gemv_eval import read_labels
+
+    labels = ROOT / "datasets/nvidia-h100/few_rows.parquet"
+    frame = read_labels(labels, few_rows_fit.KIND)
+    probs = few_rows_fit.problems(frame)
+    out = tmp_path / "nvidia-h100.json"
+    few_rows_fit.write_table(few_rows_fit.restricted(probs, few_rows_fit.shortlist(probs)), out,
+                             frame.attrs["metadata"], "datasets/nvidia-h100/few_rows.parquet")
+    assert json.loads(out.read_text()) == json.loads(TABLE.read_text())
