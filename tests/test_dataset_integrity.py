@@ -37,7 +37,7 @@ def load(path: Path):
         return load_corpus(path)
     if _metadata_kind(path) == context_dataset.KIND:
         return context_dataset.read_context(path)  # in-program decisions (datasets/<gpu>/CONTEXT.md), not GEMM labels
-    if _metadata_kind(path) in gemv_eval.KINDS:  # GEMV and grouped-GEMM labels (datasets/<gpu>/GEMV.md, GROUPED_MM.md)
+    if _metadata_kind(path) in gemv_eval.KINDS:  # GEMV, few-rows and grouped-GEMM labels (GEMV.md, FEW_ROWS.md, ...)
         return gemv_eval.read_labels(path, _metadata_kind(path))
     return read_dataset(path)
 

@@ -162,3 +162,21 @@ def test_the_shipped_table_is_the_fit_of_the_shipped_labels(tmp_path):
     few_rows_fit.write_table(few_rows_fit.restricted(probs, few_rows_fit.shortlist(probs)), out,
                              frame.attrs["metadata"], "datasets/nvidia-h100/few_rows.parquet")
     assert json.loads(out.read_text()) == json.loads(TABLE.read_text())
+
+
+def test_a_training_step_through_the_op_gets_the_gradients_of_eager():
+    """The op comes in beneath autograd (Inductor decomposes the traced forward and backward); a backward GEMM
+    (the weight untransposed, or M in its reduction) keeps its own decomposition."""
+    torch._dynamo.reset()
+    model, count = _model(), fr.few_rows_count()
+    reference = _model()
+    compiled = torch.compile(model, dynamic=True)
+    for m in (3, 9):
+        x = torch.randn(m, 64, dtype=torch.bfloat16)
+        with fr.few_rows_gemms(lambda n, k: fr.parse_config_name(FAST), devices=("cpu",)), \
+                torch._inductor.config.patch(force_disable_caches=True):
+            compiled(x).float().sum().backward()
+        reference(x).float().sum().backward()
+    assert fr.few_rows_count() == count + 2  # the two forward GEMMs, once: one graph for both sizes
+    for ours, eager in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(ours.grad, eager.grad, rtol=3e-2, atol=3e-2)

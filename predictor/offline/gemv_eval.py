@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 ATEN, RED, CDT = "aten/gemv", "gemv/reduction", "gemv/reduction-cdt"
-KINDS = ("gemv_labels", "grouped_mm_labels", "gemv_block_labels")  # collectors/gemv.py, grouped_mm.py, gemv_blocks.py
+# the label files read_labels reads: collectors/gemv.py, grouped_mm.py, gemv_blocks.py, few_rows.py
+KINDS = ("gemv_labels", "grouped_mm_labels", "gemv_block_labels", "few_rows_labels")
 
 
 def read_labels(path: str, kind: str = "gemv_labels") -> pd.DataFrame:
