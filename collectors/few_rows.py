@@ -94,16 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="stop after this many new problems")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    flush: list[Any] = []
-
     def measure_one(i: int, p: dict[str, Any]) -> list[dict[str, Any]]:
-        import torch
+        from collectors.timing import cuda_flusher
 
-        from collectors.timing import L2Flusher
-
-        if not flush:
-            flush.append(L2Flusher(torch.device("cuda")))
-        return measure(p, args.reps, flush[0])
+        return measure(p, args.reps, cuda_flusher())
 
     return collect(corpus(), measure_one, args.out, KIND, "few_rows", "aten/mm", args.limit)
 

@@ -205,15 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="stop after this many new problems")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    flush: list[Any] = []
-
     def measure_one(i: int, p: dict[str, Any]) -> list[dict[str, Any]]:
-        import torch
-        from collectors.timing import L2Flusher
+        from collectors.timing import cuda_flusher
 
-        if not flush:
-            flush.append(L2Flusher(torch.device("cuda")))
-        return measure(p, args.reps, bool(args.cdt_every) and i % args.cdt_every == 0, flush[0])
+        return measure(p, args.reps, bool(args.cdt_every) and i % args.cdt_every == 0, cuda_flusher())
 
     return collect(corpus(), measure_one, args.out, KIND, "gemv", "aten/gemv", args.limit)
 

@@ -286,15 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     # every compile fresh, every config benchmarked: no kernel or autotune result reused from an earlier problem
     inductor_config.force_disable_caches = True
     inductor_config.autotune_local_cache = False
-    flush: list[Any] = []
-
     def measure_one(i: int, p: dict[str, Any]) -> list[dict[str, Any]]:
-        import torch
-        from collectors.timing import L2Flusher
+        from collectors.timing import cuda_flusher
 
-        if not flush:
-            flush.append(L2Flusher(torch.device("cuda")))
-        return measure(p, args.reps, flush[0])
+        return measure(p, args.reps, cuda_flusher())
 
     return collect(problems, measure_one, args.out, KIND, "gemv_blocks", "aten/plain", args.limit)
 

@@ -9,6 +9,7 @@ of each launch still hides the launch latency.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Callable, Sequence
 
@@ -27,6 +28,12 @@ class L2Flusher:
 
     def __call__(self) -> None:
         self.buffer.zero_()
+
+
+@functools.cache
+def cuda_flusher() -> L2Flusher:
+    """One flusher for the current CUDA device, made at first use (a collector's problems share it)."""
+    return L2Flusher(torch.device("cuda"))
 
 
 def _events(n: int, external: bool) -> list[torch.cuda.Event]:

@@ -5,9 +5,9 @@ labelled weight held out.
 
 The table keeps, per labelled weight (n, k), cuBLAS's time and the time of a shortlist of block configs
 (``shortlist``) at the row counts the kernel serves (``predictor.runtime.few_rows.ROWS``: 2-16); ``few_rows.choose``
-reads it. Held out: each weight's config is chosen from the other weights' labels alone (their own shortlist), and timed with that weight's own labels (cuBLAS where the choice is
-cuBLAS, or where the chosen config was not measured there); against cuBLAS (plain) and the best label per row
-count (the oracle, cuBLAS included).
+reads it. Held out: each weight's config is chosen from the other weights' labels alone (their own shortlist), and
+timed with that weight's own labels (cuBLAS where the choice is cuBLAS, or where the chosen config was not measured
+there); against cuBLAS (plain) and the best label per row count (the oracle, cuBLAS included).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..artifacts import METADATA_FILE, read_metadata
 from ..device import DeviceInfo
@@ -110,3 +111,14 @@ def table_path(gpu_name: str, roots: Sequence[Path], capability: str | None = No
         except (OSError, ValueError):
             continue
     return None
+
+
+def for_this_gpu(table: Any, empty: Any) -> Any:
+    """``table(gpu name, capability, model roots)`` for the current CUDA GPU (a per-GPU table's reader: GEMV blocks,
+    few rows); ``empty`` without a GPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return empty
+    capability = ".".join(map(str, torch.cuda.get_device_capability()))
+    return table(torch.cuda.get_device_name(), capability, tuple(str(r) for r in model_roots()))

@@ -144,19 +144,15 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
     except ValueError as exc:
         log.warning("gemm-predictor: %s; GEMMs of a few rows keep cuBLAS", exc)
         return (), None
-    rule = f"whole K blocks;rows={ROWS};gain={MIN_GAIN};worst={MIN_WORST};distance={MAX_DISTANCE};neighbours={NEIGHBOURS}".encode()
+    rule = (f"whole K blocks;rows={ROWS};gain={MIN_GAIN};worst={MIN_WORST};distance={MAX_DISTANCE};"
+            f"neighbours={NEIGHBOURS}").encode()
     return tuple(problems), hashlib.sha256(path.read_bytes() + rule).hexdigest()[:16]
 
 
 def _this_gpus_table() -> tuple[tuple[dict[str, Any], ...], str | None]:
-    import torch
+    from .discovery import for_this_gpu
 
-    from .discovery import model_roots
-
-    if not torch.cuda.is_available():
-        return (), None
-    capability = ".".join(map(str, torch.cuda.get_device_capability()))
-    return _table(torch.cuda.get_device_name(), capability, tuple(str(r) for r in model_roots()))
+    return for_this_gpu(_table, ((), None))
 
 
 def table_for_this_gpu() -> tuple[dict[str, Any], ...]:

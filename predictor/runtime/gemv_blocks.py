@@ -274,14 +274,9 @@ def has_fused_forms(rows: Sequence[dict[str, Any]]) -> bool:
 
 
 def _this_gpus_table() -> tuple[tuple[dict[str, Any], ...], str | None]:
-    import torch
+    from .discovery import for_this_gpu
 
-    from .discovery import model_roots
-
-    if not torch.cuda.is_available():
-        return (), None
-    capability = ".".join(map(str, torch.cuda.get_device_capability()))
-    return _table(torch.cuda.get_device_name(), capability, tuple(str(r) for r in model_roots()))
+    return for_this_gpu(_table, ((), None))
 
 
 def table_for_this_gpu() -> tuple[dict[str, Any], ...]:
