@@ -1,8 +1,8 @@
 """GEMMs of a few rows in a dynamic graph: the few-rows kernel (``few_rows_kernel``) where this GPU's labels say it
 beats cuBLAS, dispatched on the actual row count at each call.
 
-Why: under ``torch.compile(dynamic=True)`` a decode batch of 2-16 rows runs plain's cuBLAS, which on decoder
-weights reaches about half of the HBM bandwidth a GEMM of so few rows is bound by (``few_rows_kernel``).
+Why: under ``torch.compile(dynamic=True)`` a decode batch of 2-16 rows runs plain's cuBLAS, which read decoder weights
+at 0.8-2.7 TB/s of an H100's 3.35, the bandwidth a GEMM of so few rows is bound by (``few_rows_kernel``).
 
 How: while ``few_rows_gemms()`` is active (a compile of ``predictor.compile``), Inductor's ``mm``/``addmm``
 decomposition turns a GEMM whose M is symbolic and whose weight is static in ``F.linear``'s layout (fp16/bf16) into
@@ -175,13 +175,17 @@ _LIBRARIES: list[Any] = []
 def _run(x: Any, weight: Any, bias: Any, rows: int, block_n: int, block_k: int, warps: int, stages: int) -> Any:
     """``x @ weight.T (+ bias)``: the few-rows kernel for at most ``rows`` rows of a CUDA ``x``, else cuBLAS as
     plain runs it (``mm``/``addmm``, what Inductor's generated code calls)."""
-    import torch
-
     if x.is_cuda and x.shape[0] <= rows and x.stride(1) == 1 and weight.stride(1) == 1:
-        from .few_rows_kernel import few_rows_linear
+        return _kernel()(x, weight, bias, rows, block_n, block_k, warps, stages)
+    return x.mm(weight.t()) if bias is None else bias.addmm(x, weight.t())
 
-        return few_rows_linear(x, weight, bias, rows, block_n, block_k, warps, stages)
-    return torch.mm(x, weight.t()) if bias is None else torch.addmm(bias, x, weight.t())
+
+@functools.cache
+def _kernel() -> Callable[..., Any]:
+    """``few_rows_kernel.few_rows_linear``, imported at the first call (it imports Triton; a CPU needs neither)."""
+    from .few_rows_kernel import few_rows_linear
+
+    return few_rows_linear
 
 
 @functools.cache
@@ -278,18 +282,21 @@ def _compile_ahead(dtype: Any, n: int, k: int, has_bias: bool, config_args: tupl
     here only leaves the compile to the first call."""
     from concurrent.futures import ThreadPoolExecutor
 
+    import torch
+
     key = (dtype, n, k, has_bias, config_args, device)
     if key in _AHEAD_DONE:
         return
     _AHEAD_DONE.add(key)
     if not _AHEAD:
         _AHEAD.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="few_rows_compile"))
+    index = device.index if device.index is not None else torch.cuda.current_device()
 
     def compile_one() -> None:
         from .few_rows_kernel import warm
 
         try:
-            warm(dtype, n, k, has_bias, *config_args, device=device.index or 0)
+            warm(dtype, n, k, has_bias, *config_args, device=index)
         except Exception as exc:  # noqa: BLE001 - the first call compiles it instead
             log.debug("gemm-predictor: few-rows kernel not compiled ahead (%s)", exc)
 
