@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from .table_patch import decomposition_tables, wrapped_entries
+from .table_patch import added_entries, decomposition_tables
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +117,9 @@ def choose(n: int, k: int, problems: Sequence[dict[str, Any]]) -> Config | None:
     near = near[:NEIGHBOURS]
     if not near:
         return None
-    names = set.intersection(*(set(p["times"]) for p in near))
-    scored = [(_geomean([t for p in near for t in p["times"][name]]), name) for name in names
-              if fits(parse_config_name(name), n, k, ROWS) and k % parse_config_name(name)["BLOCK_K"] == 0]
+    configs = {name: parse_config_name(name) for name in set.intersection(*(set(p["times"]) for p in near))}
+    scored = [(_geomean([t for p in near for t in p["times"][name]]), name) for name, c in configs.items()
+              if fits(c, n, k, ROWS) and k % c["BLOCK_K"] == 0]
     if not scored:
         return None
     best_time, best = min(scored)
@@ -127,7 +127,7 @@ def choose(n: int, k: int, problems: Sequence[dict[str, Any]]) -> Config | None:
     ratios = [c / t for p in near for c, t in zip(p["cublas_us"], p["times"][best])]
     if _geomean(cublas) / best_time < MIN_GAIN or min(ratios) < MIN_WORST:
         return None
-    return parse_config_name(best)
+    return configs[best]
 
 
 @functools.lru_cache(maxsize=None)
@@ -239,36 +239,25 @@ def few_rows_gemms(choose_config: Callable[[int, int], Config | None],
     import torch
 
     op = _op()
-    aten = torch.ops.aten
 
-    def replaced(a: Any, b: Any, bias: Any) -> Any:
+    def replaced(bias: Any, a: Any, b: Any) -> Any:
         if not takes_few_rows(a, b, bias, devices):
-            return None
+            return NotImplemented
         config = choose_config(b.shape[1], b.shape[0])
         if config is None:
-            return None
+            return NotImplemented
         _COUNTS["few_rows_gemms"] += 1
         config_args = (ROWS, config["BLOCK_N"], config["BLOCK_K"], config["num_warps"], config["num_stages"])
         if a.device.type == "cuda":
             _compile_ahead(a.dtype, int(b.shape[1]), int(b.shape[0]), bias is not None, config_args, a.device)
         return op(a, b.t(), bias, *config_args)
 
-    def wrap(key: Any, original: Callable[..., Any]) -> Callable[..., Any]:
-        if key is aten.mm.default:
-            @functools.wraps(original)
-            def mm(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
-                out = None if args or kwargs else replaced(a, b, None)
-                return original(a, b, *args, **kwargs) if out is None else out
-            return mm
+    def addmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> Any:
+        return replaced(bias, a, b) if beta == 1 and alpha == 1 else NotImplemented
 
-        @functools.wraps(original)
-        def addmm(bias: Any, a: Any, b: Any, *args: Any, beta: Any = 1, alpha: Any = 1, **kwargs: Any) -> Any:
-            out = None if args or kwargs or beta != 1 or alpha != 1 else replaced(a, b, bias)
-            return original(bias, a, b, *args, beta=beta, alpha=alpha, **kwargs) if out is None else out
-        return addmm
-
-    with wrapped_entries(decomposition_tables(), [aten.mm.default, aten.addmm.default], wrap,
-                         "predictor_few_rows"):
+    aten = torch.ops.aten
+    entries = {aten.mm.default: lambda a, b: replaced(None, a, b), aten.addmm.default: addmm}
+    with added_entries(decomposition_tables(), entries, "predictor_few_rows"):
         yield
 
 
