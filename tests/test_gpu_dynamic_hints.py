@@ -112,3 +112,36 @@ def test_size_arguments_of_a_dynamic_graphs_kernels_run_32_bit_with_outputs_righ
         while installing._STACK:
             predictor.uninstall()
         torch._dynamo.reset()
+
+
+class CausalMask(torch.nn.Module):
+    """A prefill's additive causal mask over its tokens (the dynamic size), added to scores of the same shape."""
+
+    def forward(self, scores: torch.Tensor) -> torch.Tensor:
+        i = torch.arange(scores.shape[-1], device=scores.device)
+        return scores + torch.where(i[None, :] <= i[:, None], 0.0, float("-inf")).to(scores.dtype)
+
+
+def _mask_code(compile_fn) -> str:
+    scores = torch.randn(100, 100, device="cuda", dtype=torch.bfloat16)
+    torch._dynamo.reset()
+    torch._dynamo.mark_dynamic(scores, 0)
+    torch._dynamo.mark_dynamic(scores, 1)
+    with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True):
+        _, (code, *_) = run_and_get_code(compile_fn(CausalMask()), scores)
+    return code
+
+
+def test_a_tokens_by_tokens_mask_is_tiled_in_two_dimensions_without_a_symbolic_division():
+    """Plain writes the mask 1-D, recovering each position by a division by the token count; predictor.compile writes
+    it 2-D (``symbolic_tiling``): no ``// ks`` in the kernel; outputs equal eager's at sizes on either side."""
+    plain = _mask_code(torch.compile)
+    ours = _mask_code(lambda m: predictor.compile(m, dynamic=True))
+    assert re.search(r"xindex // ks\d", plain), "plain's 1-D mask divides by the token count"
+    assert "ynumel" in ours and not re.search(r"index // ks\d", ours)
+    torch._dynamo.reset()
+    compiled = predictor.compile(CausalMask(), dynamic=True)
+    for tokens in (7, 100, 333, 1024):
+        s = torch.randn(tokens, tokens, device="cuda", dtype=torch.bfloat16)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(s), CausalMask()(s))

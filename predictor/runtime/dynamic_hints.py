@@ -22,6 +22,9 @@ norm-and-rotary kernel ran 34.5 against 5.1 us at 64 tokens with the first size'
 A 1-D pointwise kernel goes further: its three blocks are compiled and each launch takes the one for its own
 element count (``pointwise_by_size``); the raised hints then decide only 2-D tilings.
 
+And a pointwise kernel that would divide each element's index by a symbolic size is tiled in two dimensions instead
+(``symbolic_tiling``: a prefill's tokens x tokens attention mask).
+
 Only the pointwise heuristics' hints, blocks and benchmark change: no guard, no lowering and no GEMM choice reads
 them, so outputs and recompiles are those of the graph without it. Static graphs are untouched.
 """
@@ -32,6 +35,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Callable
 
+from . import symbolic_tiling
 from .pointwise_by_size import BLOCKS, SIZE_ARGUMENT_BITS, by_size_source
 from .table_patch import wrapped_attribute
 
@@ -49,8 +53,8 @@ def hint_floor() -> int:
 
 def cache_key() -> list[int]:
     """What decides a dynamic graph's pointwise kernels here (the hook's cache key carries it): the hint floor, the
-    blocks picked per launch and the width of their size arguments."""
-    return [hint_floor(), *BLOCKS, SIZE_ARGUMENT_BITS]
+    blocks picked per launch, the width of their size arguments and the rule for their 2-D tilings."""
+    return [hint_floor(), *BLOCKS, SIZE_ARGUMENT_BITS, symbolic_tiling.RULE_VERSION]
 
 
 def floored(original: Callable[..., Any], floor: int) -> Callable[..., Any]:
@@ -128,14 +132,17 @@ def dynamic_kernel_hints(example_inputs: Any) -> Iterator[None]:
     """For a dynamic graph (``is_dynamic``), while active: Inductor writes each pointwise Triton kernel's
     ``size_hints`` with its symbols hinted at least ``hint_floor()`` (``TritonKernel.codegen_kernel`` wrapped; a
     reduction's hints are its own) and gives pointwise kernels the heuristic's one config
-    (``triton.autotune_pointwise`` off); both restored on exit, also on an error. A static graph compiles as it would
-    without it."""
+    (``triton.autotune_pointwise`` off), tiled in 2-D where 1-D would divide by a symbol (``symbolic_tiling``); all
+    restored on exit, also on an error. A static graph compiles as it would without it."""
     if not is_dynamic(example_inputs):
         yield
         return
     from torch._inductor import config
+    from torch._inductor.codegen.simd import SIMDScheduling
     from torch._inductor.codegen.triton import TritonKernel
 
     with (config.patch({"triton.autotune_pointwise": False}),
-          wrapped_attribute(TritonKernel, "codegen_kernel", _codegen_with_large_hints, "predictor_large_size_hints")):
+          wrapped_attribute(TritonKernel, "codegen_kernel", _codegen_with_large_hints, "predictor_large_size_hints"),
+          wrapped_attribute(SIMDScheduling, "get_tiling_and_scores", symbolic_tiling.wrap,
+                            "predictor_symbolic_tiling")):
         yield

@@ -71,15 +71,17 @@ def wrapped_attribute(owner: Any, name: str, wrap: Callable[[Callable[..., Any]]
                       marker: str) -> Iterator[None]:
     """While active, ``owner.name`` is ``wrap(original)``, marked with ``marker`` so a nested compile wraps once;
     the original is back on exit, also on an error (Inductor functions and methods: ``compile_fx.cudagraphify``,
-    ``TritonKernel.codegen_kernel``)."""
-    original = getattr(owner, name)
+    ``TritonKernel.codegen_kernel``). A classmethod of a class (``SIMDScheduling.get_tiling_and_scores``) has its
+    function wrapped and stays a classmethod, so subclasses still call it with their own class."""
+    raw = vars(owner).get(name) if isinstance(owner, type) else None
+    original = raw.__func__ if isinstance(raw, classmethod) else getattr(owner, name)
     if getattr(original, marker, False):
         yield
         return
     wrapped = wrap(original)
     setattr(wrapped, marker, True)
-    setattr(owner, name, wrapped)
+    setattr(owner, name, classmethod(wrapped) if isinstance(raw, classmethod) else wrapped)
     try:
         yield
     finally:
-        setattr(owner, name, original)
+        setattr(owner, name, raw if isinstance(raw, classmethod) else original)
