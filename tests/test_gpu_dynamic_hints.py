@@ -84,19 +84,18 @@ def test_pointwise_kernels_of_a_dynamic_graph_are_sized_for_large_sizes_and_redu
         torch._dynamo.reset()
 
 
-class CausalBias(torch.nn.Module):
-    """A causal attention bias over a symbolic token count, as a decoder builds it: each element's row and column
-    come from dividing its index by the count (``xindex // ks0``, ``xindex % ks0``), a size argument."""
+class ReversedRows(torch.nn.Module):
+    """Rows reversed over a symbolic count: each element's source row is ``ks0 - 1 - row`` (the count a size argument)
+    in a 1-D kernel (a kernel dividing by the count itself would be tiled 2-D instead, ``symbolic_tiling``)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        i = torch.arange(x.shape[0], device=x.device)
-        return torch.where(i[None, :] <= i[:, None], x[:, :1], torch.finfo(x.dtype).min)
+        return x.flip(0) * 2
 
 
 def test_size_arguments_of_a_dynamic_graphs_kernels_run_32_bit_with_outputs_right_at_every_size():
     from predictor.runtime import installing
 
-    model = CausalBias()
+    model = ReversedRows()
     x = torch.randn(3, 8, device="cuda", dtype=torch.bfloat16)
     try:
         code = _generated_code(lambda m: predictor.compile(m, dynamic=True, cudagraphs=False), model, x.clone())
