@@ -84,9 +84,9 @@ def test_pointwise_kernels_of_a_dynamic_graph_are_sized_for_large_sizes_and_redu
         torch._dynamo.reset()
 
 
-class ReversedRows(torch.nn.Module):
-    """Rows reversed over a symbolic count: each element's source row is ``ks0 - 1 - row`` (the count a size argument)
-    in a 1-D kernel (a kernel dividing by the count itself would be tiled 2-D instead, ``symbolic_tiling``)."""
+class Reversed(torch.nn.Module):
+    """A vector reversed over its symbolic length: each element's source is ``ks0 - 1 - index`` (the length a size
+    argument) in a 1-D kernel (a kernel dividing by a symbolic size would be tiled 2-D instead, ``symbolic_tiling``)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.flip(0) * 2
@@ -95,8 +95,8 @@ class ReversedRows(torch.nn.Module):
 def test_size_arguments_of_a_dynamic_graphs_kernels_run_32_bit_with_outputs_right_at_every_size():
     from predictor.runtime import installing
 
-    model = ReversedRows()
-    x = torch.randn(3, 8, device="cuda", dtype=torch.bfloat16)
+    model = Reversed()
+    x = torch.randn(24, device="cuda", dtype=torch.bfloat16)
     try:
         code = _generated_code(lambda m: predictor.compile(m, dynamic=True, cudagraphs=False), model, x.clone())
         kernel = code[code.index("@_pointwise_by_size("):]
@@ -105,7 +105,7 @@ def test_size_arguments_of_a_dynamic_graphs_kernels_run_32_bit_with_outputs_righ
         compiled = predictor.compile(model, dynamic=True, cudagraphs=False)
         with torch.no_grad():
             for tokens in (3, 100, 1000, 4097):
-                xi = torch.randn(tokens, 8, device="cuda", dtype=torch.bfloat16)
+                xi = torch.randn(tokens * 8, device="cuda", dtype=torch.bfloat16)
                 torch.testing.assert_close(compiled(xi), model(xi))
     finally:
         while installing._STACK:

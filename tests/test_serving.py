@@ -129,6 +129,17 @@ def test_kernel_classes_follow_inductor_prefixes_then_library_names():
     assert kind_of("void at::native::vectorized_elementwise_kernel") == "other"
 
 
+def test_inductor_settings_are_read_as_literals_and_a_bad_one_is_named():
+    from benchmarks.serving.kernels import inductor_settings
+
+    assert inductor_settings(["triton.prefer_nd_tiling=True", "max_autotune=False"]) == {
+        "triton.prefer_nd_tiling": True, "max_autotune": False}
+    with pytest.raises(SystemExit, match="no setting 'triton.no_such_flag'"):
+        inductor_settings(["triton.no_such_flag=1"])
+    with pytest.raises(SystemExit, match="expected KEY=VALUE"):
+        inductor_settings(["triton.prefer_nd_tiling"])
+
+
 def test_every_mode_serves_the_same_tokens_at_a_size_whatever_was_drawn_before():
     import torch
 

@@ -90,11 +90,44 @@ def run(model: str, phase: str, mode: str, sizes: list[int]) -> list[dict[str, A
     return records
 
 
+def inductor_settings(pairs: list[str]) -> dict[str, Any]:
+    """``["triton.prefer_nd_tiling=True", ...]`` as Inductor config patches, each value read as a Python literal
+    (a bare word stays a string); a one-line error naming a malformed pair or a key Inductor does not have."""
+    import ast
+
+    from torch._inductor import config
+
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key:
+            sys.exit(f"kernels: error: --inductor-config {pair!r}: expected KEY=VALUE")
+        try:
+            config.get_config_copy()[key]
+        except KeyError:
+            sys.exit(f"kernels: error: --inductor-config {pair!r}: Inductor has no setting {key!r}")
+        try:
+            settings[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            settings[key] = text
+    return settings
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = one_run_parser("python -m benchmarks.serving.kernels", __doc__.splitlines()[0]).parse_args(argv)
+    parser = one_run_parser("python -m benchmarks.serving.kernels", __doc__.splitlines()[0])
+    parser.add_argument("--inductor-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="an Inductor setting for this run's compiles (repeatable), e.g. "
+                             "triton.prefer_nd_tiling=True; recorded in each record")
+    args = parser.parse_args(argv)
+    settings = inductor_settings(args.inductor_config)
     if not torch.cuda.is_available():
         sys.exit("kernels: error: needs a CUDA GPU (the profile times GPU kernels)")
-    records = run(args.model, args.phase, args.mode, [int(s) for s in args.sizes.split(",")])
+    from torch._inductor import config
+
+    with config.patch(settings):
+        records = run(args.model, args.phase, args.mode, [int(s) for s in args.sizes.split(",")])
+    for record in records:
+        record["inductor_config"] = {key: repr(value) for key, value in settings.items()}
     with open(args.json_out, "w") as f:
         json.dump(records, f, indent=1)
     return 0
