@@ -184,11 +184,13 @@ def _add_few_rows_fit(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "few-rows-fit", "few-rows labels -> the runtime's block table, each weight held out")
     p.add_argument("dataset", help="few-rows labels written by python -m collectors.few_rows")
     p.add_argument("--out", help="write the table here (models/few-rows/<gpu>.json)")
+    p.add_argument("--repeat", help="a second collection of the same problems (same GPU): each one's held-out "
+                                    "choices timed with the other's labels")
 
     def run(args: argparse.Namespace) -> int:
         from .offline.few_rows_fit import run as fit
 
-        print(fit(args.dataset, args.out))
+        print(fit(args.dataset, args.out, args.repeat))
         return 0
 
     p.set_defaults(func=run)

@@ -142,6 +142,32 @@ def test_the_fit_keeps_the_configs_measured_at_every_row_count_and_holds_each_we
     assert result.loc[2048, "vs_oracle"] == pytest.approx(8.0 / 10.24)
 
 
+def test_a_repeat_times_each_collections_choices_with_the_others_labels():
+    first = [_weight(2048, 2048, 10.0, 8.0), _weight(4096, 2048, 20.0, 16.0), _weight(8192, 2048, 40.0, 32.0)]
+    # the repeat: the kernel's win at 4096 was noise there, it ties cuBLAS
+    repeat = [_weight(2048, 2048, 10.0, 8.0), _weight(4096, 2048, 20.0, 20.0), _weight(8192, 2048, 40.0, 32.0)]
+    choices = few_rows_fit.held_out(first)
+    assert list(choices["choice"]) == [FAST] * 3
+    timed = few_rows_fit.timed_with(choices, repeat)
+    assert timed[(4096, 2048)] == pytest.approx(1.0) and timed[(2048, 2048)] == pytest.approx(1.25)
+    report = "\n".join(few_rows_fit.repeat_report(first, repeat))
+    assert "| the dataset | the repeat | 1.160 | 1.000 |" in report  # (1.25 * 1.0 * 1.25) ** (1/3)
+    assert "the same choice from both: " in report
+
+
+def test_a_repeat_from_another_gpu_is_refused_naming_it(tmp_path):
+    import pyarrow.parquet as pq
+
+    from predictor.schema import write_parquet
+
+    labels = ROOT / "datasets/nvidia-h100/few_rows.parquet"
+    table = pq.read_table(labels)
+    other = write_parquet(table.replace_schema_metadata({**table.schema.metadata, b"gpu": b'"NVIDIA H200"'}),
+                          tmp_path / "other.parquet")
+    with pytest.raises(ValueError, match="other.parquet: collected on NVIDIA H200, .* on NVIDIA H100"):
+        few_rows_fit.run(str(labels), None, str(other))
+
+
 def test_the_shortlist_keeps_the_configs_closest_to_every_weights_own_best():
     a, b, c = "N16_K128_w4_s6", "N32_K128_w4_s4", "N64_K128_w2_s3"
     probs = [{"n": n, "k": 2048, "m": [2], "cublas_us": [20.0], "times": times} for n, times in (

@@ -2,12 +2,16 @@
 labelled weight held out.
 
     gemm-predictor few-rows-fit datasets/nvidia-h100/few_rows.parquet --out models/few-rows/nvidia-h100.json
+    gemm-predictor few-rows-fit datasets/nvidia-h100/few_rows.parquet --repeat datasets/nvidia-h100/few_rows_repeat.parquet
 
 The table keeps, per labelled weight (n, k), cuBLAS's time and the time of a shortlist of block configs
 (``shortlist``) at the row counts the kernel serves (``predictor.runtime.few_rows.ROWS``: 2-16); ``few_rows.choose``
 reads it. Held out: each weight's config is chosen from the other weights' labels alone (their own shortlist), and
 timed with that weight's own labels (cuBLAS where the choice is cuBLAS, or where the chosen config was not measured
 there); against cuBLAS (plain) and the best label per row count (the oracle, cuBLAS included).
+
+With a repeat (a second collection of the same problems on the same GPU): the choices made from one collection timed
+with the other's labels, both ways. A choice that only won on its own collection's noise would fall there.
 """
 
 from __future__ import annotations
@@ -91,6 +95,35 @@ def held_out(probs: list[dict[str, Any]], size: int = SHORTLIST) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
+def timed_with(choices: pd.DataFrame, probs: list[dict[str, Any]]) -> pd.Series:
+    """Each weight's choice (``held_out``'s ``choice`` column, by n and k) timed with ``probs``' labels: cuBLAS's time
+    over the choice's, geomean over row counts (cuBLAS where the choice is cuBLAS or was not measured there; a weight
+    ``probs`` lacks is left out)."""
+    labels = {(p["n"], p["k"]): p for p in probs}
+    out = {}
+    for row in choices.itertuples():
+        p = labels.get((row.n, row.k))
+        if p is not None:
+            chosen = p["times"].get(row.choice, p["cublas_us"])
+            out[(row.n, row.k)] = _geomean([c / t for c, t in zip(p["cublas_us"], chosen)])
+    return pd.Series(out, dtype=float)
+
+
+def repeat_report(probs: list[dict[str, Any]], repeat: list[dict[str, Any]]) -> list[str]:
+    """Markdown: the held-out choices of each collection timed with its own labels and with the other's."""
+    first, second = held_out(probs), held_out(repeat)
+    same = first.merge(second, on=["n", "k"], suffixes=("", "_repeat"))
+    lines = ["", "Held-out choices timed with each collection's labels (vs cuBLAS, geomean over weights; worst weight):",
+             "", "| choices from | timed with the labels of | vs cuBLAS | worst weight |", "|---|---|---|---|"]
+    for name, choices in (("the dataset", first), ("the repeat", second)):
+        for labels_name, labels in (("the dataset", probs), ("the repeat", repeat)):
+            timed = timed_with(choices, labels)
+            lines.append(f"| {name} | {labels_name} | {_geomean(list(timed)):.3f} | {timed.min():.3f} |")
+    lines += ["", f"weights in both: {len(same)}; the same choice from both: "
+                  f"{(same['choice'] == same['choice_repeat']).mean():.2f}"]
+    return lines
+
+
 def write_table(probs: list[dict[str, Any]], path: Path, metadata: dict[str, Any], dataset: str) -> None:
     payload = {"what": "few-rows kernel block configs per labelled weight (predictor.runtime.few_rows)",
                "dataset": dataset, **{k: metadata.get(k) for k in ("gpu", "cc", "torch", "triton")},
@@ -102,18 +135,29 @@ def write_table(probs: list[dict[str, Any]], path: Path, metadata: dict[str, Any
     read_table(path)  # what the runtime will read
 
 
-def run(dataset: str, out: str | None) -> str:
-    """The markdown report (and the table written to ``out`` when given)."""
+def _problems_of(dataset: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from predictor.offline.gemv_eval import read_labels
 
     frame = read_labels(dataset, KIND)
     probs = problems(frame)
     if not probs:
         raise ValueError(f"{dataset}: no weight has both cuBLAS and block-config timings at 2-{ROWS} rows")
+    return probs, frame.attrs["metadata"]
+
+
+def run(dataset: str, out: str | None, repeat: str | None = None) -> str:
+    """The markdown report (and the table written to ``out`` when given; with ``repeat``, a second collection of
+    the same problems, the choices of each timed with the other's labels)."""
+    probs, meta = _problems_of(dataset)
+    repeated = None
+    if repeat:
+        repeated, repeat_meta = _problems_of(repeat)
+        if repeat_meta.get("gpu") != meta.get("gpu"):
+            raise ValueError(f"{repeat}: collected on {repeat_meta.get('gpu')}, {dataset} on {meta.get('gpu')}: "
+                             "a repeat is the same GPU's")
     kept = shortlist(probs)
     if out:
-        write_table(restricted(probs, kept), Path(out), frame.attrs["metadata"], dataset)
-    meta = frame.attrs["metadata"]
+        write_table(restricted(probs, kept), Path(out), meta, dataset)
     result = held_out(probs)
     taken = result[result["choice"] != "cuBLAS"]
     lines = [f"Few rows: {len(probs)} weights at {ROWS} rows or fewer, {meta.get('gpu')}, torch {meta.get('torch')}",
@@ -130,4 +174,6 @@ def run(dataset: str, out: str | None) -> str:
               "", "| n | k | choice | vs cuBLAS | worst row count | vs oracle |", "|---|---|---|---|---|---|"]
     lines += [f"| {r.n} | {r.k} | {r.choice} | {r.vs_cublas:.3f} | {r.worst_vs_cublas:.3f} | {r.vs_oracle:.3f} |"
               for r in result.itertuples()]
+    if repeated is not None:
+        lines += repeat_report(probs, repeated)
     return "\n".join(lines)

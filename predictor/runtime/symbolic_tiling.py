@@ -72,8 +72,8 @@ def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
     import sympy
 
     def get_tiling_and_scores(cls: type, node_schedule: Any, numel: Any, reduction_numel: Any = sympy.S.One,
-                              coalesce_analysis: Any = None) -> tuple[dict[str, Any], Any]:
-        tiling, scores = original(cls, node_schedule, numel, reduction_numel, coalesce_analysis)
+                              *args: Any, **kwargs: Any) -> tuple[dict[str, Any], Any]:
+        tiling, scores = original(cls, node_schedule, numel, reduction_numel, *args, **kwargs)
         better = tiling_without_division(cls, node_schedule, numel, reduction_numel, tiling)
         return (better, None) if better is not None else (tiling, scores)
     return get_tiling_and_scores
