@@ -108,6 +108,36 @@ def test_static_sizes_fp32_and_weights_without_a_config_keep_their_gemms():
     assert fr.few_rows_count() == count and "few_rows_linear" not in code + none
 
 
+def test_an_input_shared_by_several_projections_is_written_once_and_read_through_views():
+    """A decoder's norm feeds its q, k and v projections. Through the few-rows ops the generated kernels are plain's
+    (the norm stores its output once) and the three ops read that one buffer through views; under
+    ``needs_exact_strides`` torch 2.11 copied it once per op (three stores). Inductor's Triton codegen for CPU
+    tensors (``cpu_triton_codegen``): the code as written for a GPU, not run."""
+    pytest.importorskip("triton")
+    transformers = pytest.importorskip("transformers")
+    from cpu_triton_codegen import written
+
+    torch.manual_seed(0)
+    config = transformers.OPTConfig(vocab_size=128, hidden_size=64, num_hidden_layers=1, ffn_dim=128,
+                                    num_attention_heads=4, max_position_embeddings=64, word_embed_proj_dim=64)
+    model = transformers.OPTForCausalLM(config).to(torch.bfloat16).eval()
+    ids = torch.randint(0, 128, (1, 37))
+    block = fr.parse_config_name(FAST)
+
+    def logits(x):
+        return model(input_ids=x, use_cache=False).logits
+
+    plain = written(logits, ids, dynamic_dim=1)
+    ours = written(logits, ids.clone(), dynamic_dim=1,
+                   during=fr.few_rows_gemms(lambda n, k: block, devices=("cpu",)))
+    assert plain.kernels and sorted(ours.stores()) == sorted(plain.stores())
+    calls = [line.strip() for code in ours.wrappers for line in code.splitlines()
+             if "few_rows_linear.default(" in line and not line.lstrip().startswith("#")]
+    assert len(calls) == 7, calls  # q, k, v, out, fc1, fc2, the head
+    first_args = {call.split("default(", 1)[1].split(", arg", 1)[0] for call in calls[:3]}
+    assert len(first_args) == 1 and first_args.pop().startswith("reinterpret_tensor(buf"), calls[:3]
+
+
 def test_the_decompositions_are_restored_on_exit_and_on_an_error():
     from torch._inductor import decomposition
 

@@ -2,14 +2,14 @@
 and Inductor's own Triton codegen choosing the tiling (for a CPU tensor, ``cpu_backend="triton"``: the kernel is
 written, not run)."""
 
-import contextlib
-
 import pytest
 import sympy
 import torch
 
 from predictor.runtime import symbolic_tiling
 from predictor.runtime.table_patch import wrapped_attribute
+
+from cpu_triton_codegen import written
 
 pytest.importorskip("triton")
 
@@ -56,32 +56,12 @@ def test_only_a_one_dimensional_pointwise_kernel_with_a_symbolic_count_is_retile
 
 def _tilings_written(fn, *inputs, retile: bool) -> list[dict]:
     """The tilings Inductor's Triton codegen gives ``fn``'s kernels, compiled for CPU tensors with the first input's
-    first dimension dynamic; the compile fails after the kernels are written (no Triton backend builds them on a
-    CPU)."""
-    from torch._inductor import config
+    first dimension dynamic."""
     from torch._inductor.codegen.simd import SIMDScheduling
-    from torch._inductor.codegen.triton import TritonKernel
 
-    seen = []
-
-    def record(codegen):
-        def codegen_kernel(self, *args, **kwargs):
-            seen.append({k: v for k, v in self.numels.items() if not k.startswith("r")})
-            return codegen(self, *args, **kwargs)
-        return codegen_kernel
-
-    torch._dynamo.reset()
     retiling = (wrapped_attribute(SIMDScheduling, "get_tiling_and_scores", symbolic_tiling.wrap, "test_retile")
-                if retile else contextlib.nullcontext())
-    torch._dynamo.mark_dynamic(inputs[0], 0)
-    with (config.patch({"cpu_backend": "triton", "fx_graph_cache": False, "compile_threads": 1}),
-          wrapped_attribute(TritonKernel, "codegen_kernel", record, "test_record"), retiling):
-        try:
-            torch.compile(fn)(*inputs)
-        except Exception:  # noqa: BLE001 - the kernels are written; a CPU has no Triton backend to build them
-            pass
-    torch._dynamo.reset()
-    return seen
+                if retile else None)
+    return [tiling for tiling, _ in written(fn, *inputs, during=retiling).kernels]
 
 
 def _mask(x):

@@ -191,12 +191,15 @@ def _kernel() -> Callable[..., Any]:
 @functools.cache
 def _op() -> Any:
     """``gemm_predictor::few_rows_linear``, defined once per process. Inductor calls it as an extern kernel with its
-    inputs' strides as traced (``needs_exact_strides``): the weight stays the parameter itself, never copied."""
+    inputs as it lays them out (``flexible_layout``): the weight is the parameter itself, and an input several
+    projections share (a norm's output feeding q, k and v) is realized once and read through views. Under
+    ``needs_exact_strides`` torch 2.11 copied it once per op, three stores of the norm's output where plain's ``mm``
+    has one. The kernel takes any row stride; a column stride other than 1 runs cuBLAS (``_run``)."""
     import torch
 
     library = torch.library.Library(LIBRARY, "FRAGMENT")
     _LIBRARIES.append(library)  # a Library deregisters its ops when collected
-    tags = [t for t in (getattr(torch.Tag, "needs_exact_strides", None),) if t is not None]
+    tags = [t for t in (getattr(torch.Tag, "flexible_layout", None),) if t is not None]
     library.define(f"{OP}(Tensor x, Tensor weight, Tensor? bias, int rows, int block_n, int block_k, int warps, "
                    "int stages) -> Tensor", tags=tags)
     library.impl(OP, _run, "CompositeExplicitAutograd")
