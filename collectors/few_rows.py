@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="stop after this many new problems")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
     def measure_one(i: int, p: dict[str, Any]) -> list[dict[str, Any]]:
         from collectors.timing import cuda_flusher
 

@@ -286,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     # every compile fresh, every config benchmarked: no kernel or autotune result reused from an earlier problem
     inductor_config.force_disable_caches = True
     inductor_config.autotune_local_cache = False
+
     def measure_one(i: int, p: dict[str, Any]) -> list[dict[str, Any]]:
         from collectors.timing import cuda_flusher
 

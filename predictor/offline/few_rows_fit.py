@@ -17,13 +17,12 @@ with the other's labels, both ways. A choice that only won on its own collection
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from predictor.runtime.few_rows import ROWS, choose, config_name, read_table
+from predictor.runtime.few_rows import ROWS, choose, config_name, geomean, read_table
 
 KIND = "few_rows_labels"
 SHORTLIST = 3  # configs a table keeps (``shortlist``)
@@ -49,20 +48,16 @@ def problems(frame: pd.DataFrame, max_rows: int = ROWS) -> list[dict[str, Any]]:
     return out
 
 
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def shortlist(probs: list[dict[str, Any]], size: int = SHORTLIST) -> list[str]:
     """The ``size`` configs that together come closest to every weight's own best (greedy: each added config the
     one that raises most the geomean over weights of own best / best in the list). A model's GEMMs then compile at
     most ``size`` kernels (each a Triton compile at first use) instead of one per weight shape, for ~1% of kernel
     time (H100 labels: one config 0.969 of each weight's best, two 0.984, three 0.990)."""
     names = sorted(set().union(*(p["times"] for p in probs)))
-    own = [min(_geomean(t) for t in p["times"].values()) for p in probs]
+    own = [min(geomean(t) for t in p["times"].values()) for p in probs]
 
     def closeness(chosen: list[str]) -> float:
-        return _geomean([o / min((_geomean(p["times"][c]) for c in chosen if c in p["times"]), default=o * 2)
+        return geomean([o / min((geomean(p["times"][c]) for c in chosen if c in p["times"]), default=o * 2)
                          for o, p in zip(own, probs)])
 
     chosen: list[str] = []
@@ -88,10 +83,10 @@ def held_out(probs: list[dict[str, Any]], size: int = SHORTLIST) -> pd.DataFrame
         chosen = p["times"].get(name, p["cublas_us"]) if name else p["cublas_us"]
         best = [min(c, *(t[j] for t in p["times"].values())) for j, c in enumerate(p["cublas_us"])]
         rows.append({"n": p["n"], "k": p["k"], "choice": name or "cuBLAS",
-                     "vs_cublas": _geomean([c / t for c, t in zip(p["cublas_us"], chosen)]),
+                     "vs_cublas": geomean([c / t for c, t in zip(p["cublas_us"], chosen)]),
                      "worst_vs_cublas": min(c / t for c, t in zip(p["cublas_us"], chosen)),
-                     "vs_oracle": _geomean([b / t for b, t in zip(best, chosen)]),
-                     "oracle_vs_cublas": _geomean([c / b for c, b in zip(p["cublas_us"], best)])})
+                     "vs_oracle": geomean([b / t for b, t in zip(best, chosen)]),
+                     "oracle_vs_cublas": geomean([c / b for c, b in zip(p["cublas_us"], best)])})
     return pd.DataFrame(rows)
 
 
@@ -105,7 +100,7 @@ def timed_with(choices: pd.DataFrame, probs: list[dict[str, Any]]) -> pd.Series:
         p = labels.get((row.n, row.k))
         if p is not None:
             chosen = p["times"].get(row.choice, p["cublas_us"])
-            out[(row.n, row.k)] = _geomean([c / t for c, t in zip(p["cublas_us"], chosen)])
+            out[(row.n, row.k)] = geomean([c / t for c, t in zip(p["cublas_us"], chosen)])
     return pd.Series(out, dtype=float)
 
 
@@ -118,7 +113,7 @@ def repeat_report(probs: list[dict[str, Any]], repeat: list[dict[str, Any]]) -> 
     for name, choices in (("the dataset", first), ("the repeat", second)):
         for labels_name, labels in (("the dataset", probs), ("the repeat", repeat)):
             timed = timed_with(choices, labels)
-            lines.append(f"| {name} | {labels_name} | {_geomean(list(timed)):.3f} | {timed.min():.3f} |")
+            lines.append(f"| {name} | {labels_name} | {geomean(list(timed)):.3f} | {timed.min():.3f} |")
     lines += ["", f"weights in both: {len(same)}; the same choice from both: "
                   f"{(same['choice'] == same['choice_repeat']).mean():.2f}"]
     return lines
@@ -166,10 +161,10 @@ def run(dataset: str, out: str | None, repeat: str | None = None) -> str:
              "|---|---|---|---|---|---|"]
     for label, part in (("all", result), ("kernel chosen", taken)):
         if len(part):
-            lines.append(f"| {label} | {len(part)} | {_geomean(list(part['vs_cublas'])):.3f} | "
+            lines.append(f"| {label} | {len(part)} | {geomean(list(part['vs_cublas'])):.3f} | "
                          f"{part['vs_cublas'].min():.3f} | {part['worst_vs_cublas'].min():.3f} | "
-                         f"{_geomean(list(part['vs_oracle'])):.3f} |")
-    lines += ["", f"oracle (best label per row count) vs cuBLAS: {_geomean(list(result['oracle_vs_cublas'])):.3f}",
+                         f"{geomean(list(part['vs_oracle'])):.3f} |")
+    lines += ["", f"oracle (best label per row count) vs cuBLAS: {geomean(list(result['oracle_vs_cublas'])):.3f}",
               f"the table's configs (shortlist of {SHORTLIST}, from every weight): {', '.join(kept)}",
               "", "| n | k | choice | vs cuBLAS | worst row count | vs oracle |", "|---|---|---|---|---|---|"]
     lines += [f"| {r.n} | {r.k} | {r.choice} | {r.vs_cublas:.3f} | {r.worst_vs_cublas:.3f} | {r.vs_oracle:.3f} |"

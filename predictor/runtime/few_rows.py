@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
+from .gemv_blocks import pow2_ceil
 from .table_patch import added_entries, decomposition_tables
 
 log = logging.getLogger(__name__)
@@ -54,15 +55,11 @@ def parse_config_name(name: str) -> Config:
         raise ValueError(f"not a few-rows block config name: {name!r}") from None
 
 
-def _pow2_ceil(v: int) -> int:
-    return 1 << max(0, (int(v) - 1).bit_length())
-
-
 def fits(config: Config, n: int, k: int, block_m: int) -> bool:
     """A config whose blocks exceed the weight only idles lanes, and one whose pipeline exceeds shared memory does
     not compile: both skipped."""
     stage = (block_m + config["BLOCK_N"]) * config["BLOCK_K"] * _ITEMSIZE
-    return (config["BLOCK_N"] <= _pow2_ceil(n) and config["BLOCK_K"] <= _pow2_ceil(k)
+    return (config["BLOCK_N"] <= pow2_ceil(n) and config["BLOCK_K"] <= pow2_ceil(k)
             and stage * config["num_stages"] <= SHARED_MEMORY_BYTES)
 
 
@@ -95,7 +92,7 @@ def read_table(path: Path) -> list[dict[str, Any]]:
     return problems
 
 
-def _geomean(values: Sequence[float]) -> float:
+def geomean(values: Sequence[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
@@ -118,14 +115,14 @@ def choose(n: int, k: int, problems: Sequence[dict[str, Any]]) -> Config | None:
     if not near:
         return None
     configs = {name: parse_config_name(name) for name in set.intersection(*(set(p["times"]) for p in near))}
-    scored = [(_geomean([t for p in near for t in p["times"][name]]), name) for name, c in configs.items()
+    scored = [(geomean([t for p in near for t in p["times"][name]]), name) for name, c in configs.items()
               if fits(c, n, k, ROWS) and k % c["BLOCK_K"] == 0]
     if not scored:
         return None
     best_time, best = min(scored)
     cublas = [c for p in near for c in p["cublas_us"]]
     ratios = [c / t for p in near for c, t in zip(p["cublas_us"], p["times"][best])]
-    if _geomean(cublas) / best_time < MIN_GAIN or min(ratios) < MIN_WORST:
+    if geomean(cublas) / best_time < MIN_GAIN or min(ratios) < MIN_WORST:
         return None
     return configs[best]
 

@@ -72,7 +72,6 @@ def few_rows_linear(x: Any, weight: Any, bias: Any, rows: int, block_n: int, blo
     return out
 
 
-
 def warm(dtype: Any, n: int, k: int, has_bias: bool, rows: int, block_n: int, block_k: int, warps: int,
          stages: int, device: int) -> None:
     """Compile the kernel a ``few_rows_linear`` call on a contiguous (rows, k) ``x`` and an (n, k) weight will run,

@@ -103,15 +103,16 @@ def fits(config: Config, kernel: GemvKernel) -> bool:
     looped configs whose R0_BLOCK is at most K: a step wider than the whole reduction idles the rest of its lanes
     for the whole kernel (Phi-3's K of 3072 under R0_BLOCK 4096: a near tie in the labels, 1.5-2.6% slower whole
     decode steps on the H100)."""
-    if config["XBLOCK"] > _pow2_ceil(kernel.n):
+    if config["XBLOCK"] > pow2_ceil(kernel.n):
         return False
     if persistent(kernel):
-        return config["R0_BLOCK"] == 0 and config["XBLOCK"] * _pow2_ceil(kernel.k) <= 64 * 32 * config["num_warps"]
+        return config["R0_BLOCK"] == 0 and config["XBLOCK"] * pow2_ceil(kernel.k) <= 64 * 32 * config["num_warps"]
     return 0 < config["R0_BLOCK"] <= kernel.k
 
 
-def _pow2_ceil(v: int) -> int:
-    return 1 << max(0, (v - 1).bit_length())
+def pow2_ceil(v: int) -> int:
+    """The smallest power of two at least ``v`` (1 for ``v`` <= 1)."""
+    return 1 << max(0, (int(v) - 1).bit_length())
 
 
 def _itemsize(dtype: str) -> int:

@@ -41,19 +41,12 @@ def one_dimensional(tiling: dict[str, Any]) -> bool:
     return [p for p in POINTWISE_PREFIXES if p in tiling] == ["x"]
 
 
-def _pointwise(reduction_numel: Any) -> bool:
-    try:
-        return bool(reduction_numel == 1)
-    except TypeError:
-        return False
-
-
 def tiling_without_division(scheduling: type, node_schedule: Any, numel: Any, reduction_numel: Any,
                             tiling: dict[str, Any]) -> dict[str, Any] | None:
     """Inductor's first N-dimensional candidate that spares a symbolic division (module docstring) for a pointwise
     kernel ``tiling`` has left one-dimensional, where every node of the kernel can use it; None otherwise, also where
     Inductor's internals do not answer (another torch)."""
-    if not (_pointwise(reduction_numel) and one_dimensional(tiling) and _symbolic(numel)):
+    if not (reduction_numel == 1 and one_dimensional(tiling) and _symbolic(numel)):
         return None
     try:
         for candidate in scheduling.get_nd_tilings(node_schedule, numel, reduction_numel):
