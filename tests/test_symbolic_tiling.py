@@ -40,7 +40,8 @@ class _Scheduling:
         return self.compatible
 
 
-def test_only_a_one_dimensional_pointwise_kernel_with_a_symbolic_count_is_retiled():
+def test_only_a_one_dimensional_pointwise_kernel_with_a_symbolic_count_is_retiled(monkeypatch):
+    monkeypatch.setattr(symbolic_tiling, "may_divide_by_symbol", lambda node_schedule: True)
     two_d = {"y": S, "x": S, "r0_": 1}
     one_d = {"x": S * S, "r0_": 1}
     choose = symbolic_tiling.tiling_without_division
@@ -52,6 +53,19 @@ def test_only_a_one_dimensional_pointwise_kernel_with_a_symbolic_count_is_retile
     assert choose(_Scheduling([two_d], compatible=False), [], S * S, 1, one_d) is None
     assert choose(_Scheduling([{"y": S, "x": 64, "r0_": 1}]), [], S * 64, 1, {"x": S * 64, "r0_": 1}) is None
     assert choose(_Scheduling([], error=RuntimeError("another torch")), [], S * S, 1, one_d) is None
+
+
+def test_a_division_or_modulo_by_a_symbol_or_a_symbolic_inner_range_may_divide():
+    from torch.utils._sympy.functions import FloorDiv, ModularIndexing
+
+    i = sympy.Symbol("x0", integer=True, nonnegative=True)
+    may = symbolic_tiling.divides_by_symbol_in
+    assert may([S, S], [i])  # tokens x tokens: flattened, the row is index // s0
+    assert may([S * S], [FloorDiv(i, S)])
+    assert may([S * S], [ModularIndexing(i, 1, S)])
+    assert not may([S, 2048], [i + 2048 * FloorDiv(i, 2048)])  # rows of a static width
+    assert not may([S * 2048], [ModularIndexing(i, 1, 2048), FloorDiv(i, 64) * S])  # a symbol as a factor only
+    assert not may([S], [i])
 
 
 def _tilings_written(fn, *inputs, retile: bool) -> list[dict]:
@@ -83,6 +97,25 @@ def test_inductor_tiles_the_mask_in_two_dimensions_and_leaves_rows_of_a_static_w
     assert [set(t) for t in _tilings_written(_mask, x, retile=False) if t] == [{"x"}]  # Inductor's own: 1-D
     rows = [t for t in _tilings_written(_scaled_rows, torch.randn(37), torch.randn(64), retile=True) if t]
     assert rows and all(set(t) == {"x"} for t in rows), rows
+
+
+def test_inductors_candidates_are_asked_for_only_where_a_kernel_may_divide_by_a_symbol(tmp_path, monkeypatch):
+    """They cost ~0.2 s a call, asked at every fusion Inductor weighs (module docstring)."""
+    from torch._inductor.codegen.simd import SIMDScheduling
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    calls = []
+    original = SIMDScheduling.get_nd_tilings.__func__
+
+    def counted(cls, *args, **kwargs):
+        calls.append(cls)
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(SIMDScheduling, "get_nd_tilings", classmethod(counted))
+    assert [set(t) for t in _tilings_written(_scaled_rows, torch.randn(37), torch.randn(64), retile=True) if t]
+    assert not calls  # rows x a static width: nothing to ask
+    assert {"y", "x"} in [set(t) for t in _tilings_written(_mask, torch.randn(37), retile=True) if t]
+    assert calls
 
 
 def test_the_classmethod_is_wrapped_for_subclasses_and_restored():
