@@ -427,16 +427,24 @@ def test_pruner_pickles_as_its_settings_and_keys_the_cache(model_root):
 # (c), (d) real max-autotune compiles on the CPU
 # ---------------------------------------------------------------------------------------------
 
+# The aten choices CPU Inductor offers per op under max-autotune. torch 2.13 offers addmm's aten choice with the 1-D
+# bias in a call of its own, then an empty Triton call; torch 2.11 one call with aten::bias_addmm (offered for a
+# broadcast bias: the 1-D-bias cuBLAS call plain torch.compile makes) before aten::addmm.
+CPU_ATEN = {"mm": {"aten::mm"}, "addmm": {"aten::addmm", "aten::bias_addmm"}}
+
+
 def _compile_and_check(spy: GemmPruner | None = None) -> list[tuple]:
     """Compile a small model with two matmuls (a plain one, a linear layer) under max-autotune and
-    compare with eager; returns what the pruner's filter saw (op, template uids, Problem)."""
+    compare with eager; returns what the pruner's filter saw and kept (op, template uids, Problem, kept uids)."""
     seen: list[tuple] = []
     if spy is not None:
         real = spy.filter
 
         def recording(choices, kernel_inputs, op_name):
-            seen.append((op_name, [c.template.uid for c in choices], problem_from_inputs(kernel_inputs, op_name)))
-            return real(choices, kernel_inputs, op_name)
+            kept = real(choices, kernel_inputs, op_name)
+            seen.append((op_name, [c.template.uid for c in choices], problem_from_inputs(kernel_inputs, op_name),
+                         [c.template.uid for c in kept]))
+            return kept
 
         spy.filter = recording
     torch._dynamo.reset()
@@ -459,12 +467,18 @@ def test_compile_with_a_model_for_this_device(model_root):
     with predictor.pruning(model_root / "syn-lgbm-all", top_k=1, keep_aten=False, _device=DEVICE) as p:
         seen = _compile_and_check(p)
     assert p.disabled is None
-    # CPU Inductor offers only aten (plus an empty second addmm call); the problems read off the IR nodes:
-    assert seen and all(op in ("mm", "addmm") and set(uids) <= {f"aten::{op}"} for op, uids, _ in seen)
-    assert ("mm", ["aten::mm"], Problem("mm", 40, 32, 48, "float32", align=16)) in seen
-    assert ("addmm", ["aten::addmm"], Problem("addmm", 40, 16, 32, "float32", layout_b="col", align=16)) in seen
+    # CPU Inductor offers only aten choices (CPU_ATEN); the problems read off the IR nodes:
+    assert seen and all(op in CPU_ATEN and set(uids) <= CPU_ATEN[op] for op, uids, _, _ in seen)
+    assert ("mm", ["aten::mm"], Problem("mm", 40, 32, 48, "float32", align=16), ["aten::mm"]) in seen
+    addmm = [(uids, problem) for op, uids, problem, _ in seen if op == "addmm" and uids]
+    assert addmm and all(problem == Problem("addmm", 40, 16, 32, "float32", layout_b="col", align=16)
+                         for _, problem in addmm)
+    # top_k=1: one choice of each list, from that list
+    assert all(len(kept) == min(len(uids), 1) and set(kept) <= set(uids) for _, uids, _, kept in seen)
     s = predictor.stats()
-    assert s["gemms_seen"] == len(seen) and s["fallbacks"] == {} and s["kept_total"] == s["considered_total"]
+    assert s["gemms_seen"] == len(seen) and s["fallbacks"] == {}
+    assert s["kept_total"] == sum(len(kept) for *_, kept in seen)
+    assert s["considered_total"] == sum(len(uids) for _, uids, _, _ in seen)
 
 
 def test_compile_with_dynamic_shapes_reads_size_hints():
@@ -500,12 +514,16 @@ def test_compile_with_dynamic_shapes_reads_size_hints():
 def test_compile_with_the_shipped_gpu_model_on_cpu_passes_through(caplog):
     model = SHIPPED if SHIPPED.is_dir() else "models/does-not-exist"
     with caplog.at_level(logging.WARNING, logger=LOGGER), predictor.pruning(model, top_k=1) as p:
-        _compile_and_check()
+        seen = _compile_and_check(p)
     if not torch.cuda.is_available():
         assert p.disabled == "no_gpu"  # a missing GPU is not reported as a missing model
         assert len([r for r in caplog.records if r.name == LOGGER]) == 1
+        # fallback="aten": each GEMM keeps its first aten choice alone (CPU Inductor offers nothing else)
+        assert all(kept == uids[:1] for _, uids, _, kept in seen)
+    # never a model's pick: the whole list (a CPU GEMM is not the hook's to judge) or the aten fallback
+    assert seen and all(kept in (uids, uids[:1]) for _, uids, _, kept in seen)
     s = predictor.stats()
-    assert s["gemms_seen"] >= 1 and s["pruned"] == 0
+    assert s["gemms_seen"] == len(seen) and s["kept_total"] == sum(len(kept) for *_, kept in seen)
 
 
 def test_compile_with_a_broken_model_passes_through(model_root, tmp_path, caplog):
@@ -514,12 +532,15 @@ def test_compile_with_a_broken_model_passes_through(model_root, tmp_path, caplog
     path = broken / LGBM_FILE
     path.write_text(path.read_text()[:-100] + "garbage")
     with caplog.at_level(logging.WARNING, logger=LOGGER), predictor.pruning(broken, top_k=1, _device=DEVICE) as p:
-        _compile_and_check()
+        seen = _compile_and_check(p)
     assert p.disabled == "no_model"
     messages = [r.getMessage() for r in caplog.records if r.name == LOGGER]
     assert len(messages) == 1 and "sha256" in messages[0]
+    # fallback="aten": each GEMM keeps its first aten choice alone (CPU Inductor offers nothing else)
+    assert seen and all(kept == uids[:1] for _, uids, _, kept in seen)
     s = p.stats()
-    assert s["gemms_seen"] >= 2 and s["fallbacks"]["no_model"] >= 2 and s["kept_total"] == s["considered_total"]
+    assert s["gemms_seen"] >= 2 and s["fallbacks"]["no_model"] >= 2
+    assert s["kept_total"] == sum(len(kept) for *_, kept in seen) == sum(bool(uids) for _, uids, _, _ in seen)
 
 
 def test_a_favoured_aten_stays_alone_on_small_gemms_only():

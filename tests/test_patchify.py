@@ -270,7 +270,8 @@ def _compiled_run(module, x, **kwargs):
     with torch.no_grad():
         out, code = run_and_get_code(predictor.compile(module, cudagraphs=False, **kwargs), x)
     src = "\n".join(code)
-    gemms = src.count("extern_kernels.mm(") + src.count("extern_kernels.addmm(")
+    # torch 2.11 also offers aten::bias_addmm for the broadcast bias, and the hook's aten fallback keeps it
+    gemms = sum(src.count(f"extern_kernels.{op}(") for op in ("mm", "addmm", "bias_addmm"))
     return out, patchify.patch_gemm_count() - before, gemms, src.count("extern_kernels.convolution(")
 
 

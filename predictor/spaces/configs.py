@@ -81,13 +81,13 @@ _EXHAUSTIVE: tuple[Config, ...] = tuple(
     for warps in (2, 4, 8)
 )
 
-# torch 2.13's scaled_mm_configs: 17 hand-picked configs, a (BLOCK_M 16/32) x (BLOCK_N 32..256) x (BLOCK_K 32/64)
-# grid over stages 2..6 (warps 2 for BLOCK_N <= 64, else 4), then 8 more hand-picked ones.
+# scaled_mm_configs, the same in torch 2.11 and 2.13: 17 hand-picked configs, a (BLOCK_M 16/32) x (BLOCK_N 32..256)
+# x (BLOCK_K 32/64) grid over stages 2..6 (warps 2 for BLOCK_N <= 64, else 4), then 8 more hand-picked ones.
 _SCALED_GRID: tuple[Config, ...] = tuple(
     (bm, bn, bk, stages, 2 if bn <= 64 else 4)
     for stages in (2, 3, 4, 5, 6) for bm in (16, 32) for bk in (32, 64) for bn in (32, 64, 128, 256)
 )
-_SCALED_MM_2_13: tuple[Config, ...] = (
+_SCALED_MM: tuple[Config, ...] = (
     (128, 256, 32, 3, 8), (256, 128, 32, 3, 8), (256, 64, 32, 4, 4), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4),
     (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (128, 32, 32, 4, 4), (64, 32, 32, 5, 2), (256, 128, 128, 3, 8),
     (256, 64, 128, 4, 4), (64, 256, 128, 4, 4), (128, 128, 128, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
@@ -96,19 +96,18 @@ _SCALED_MM_2_13: tuple[Config, ...] = (
     (64, 16, 256, 5, 4), (64, 32, 256, 5, 4), (64, 128, 128, 2, 4), (64, 128, 128, 3, 4), (128, 128, 128, 2, 4),
     (128, 256, 128, 4, 8), (256, 128, 128, 2, 4), (256, 128, 128, 2, 8),
 )
-_SCALED_PERSISTENT_MM_2_13: tuple[Config, ...] = (
+_SCALED_PERSISTENT_MM: tuple[Config, ...] = (
     (128, 128, 64, 3, 8), (128, 128, 128, 3, 8), (128, 128, 128, 4, 8), (128, 128, 128, 4, 4), (128, 128, 128, 3, 4),
     (128, 128, 128, 5, 4), (128, 128, 128, 5, 8), (128, 128, 128, 6, 8), (128, 128, 64, 4, 8), (64, 32, 256, 5, 4),
     (128, 256, 128, 3, 8), (64, 128, 256, 4, 4), (64, 256, 128, 4, 4),
 )
 
 FROZEN: dict[str, InductorConfigs] = {
-    # 2.11's scaled-mm lists were not transcribed (no 2.11 source here): on a GPU with torch 2.11 they are read
-    # from the installed torch, and tests/test_gpu_spaces.py checks them against live Inductor
-    "2.11": InductorConfigs("2.11", _MM_2_11, _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE),
+    "2.11": InductorConfigs("2.11", _MM_2_11, _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE,
+                            scaled_mm=_SCALED_MM, scaled_persistent_mm=_SCALED_PERSISTENT_MM),
     # 2.13 appends 128x256x64 (4 stages, 8 warps) to mm_configs; the other lists are 2.11's
     "2.13": InductorConfigs("2.13", _MM_2_11 + ((128, 256, 64, 4, 8),), _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE,
-                            scaled_mm=_SCALED_MM_2_13, scaled_persistent_mm=_SCALED_PERSISTENT_MM_2_13),
+                            scaled_mm=_SCALED_MM, scaled_persistent_mm=_SCALED_PERSISTENT_MM),
 }
 
 
