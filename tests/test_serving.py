@@ -161,3 +161,13 @@ def test_an_output_launched_wrong_shows_as_order_one_beside_bf16_rounding():
     assert relative_error(eager.clone(), eager) == 0.0
     assert relative_error(eager.to(torch.bfloat16), eager) < 1e-2  # a compiled bf16 step: rounding
     assert relative_error(eager.flip(0), eager) > 0.3  # rows swapped, as a launch with the wrong size would
+
+
+def test_the_norms_probe_drops_a_reductions_row_mask_only():
+    from benchmarks.serving.norms import without_row_mask
+
+    reduction = "@triton_heuristics.reduction(\n...\n    xmask = xindex < xnumel\n"
+    pointwise = "@triton_heuristics.pointwise(\n...\n    xmask = xindex < xnumel\n"
+    probe = without_row_mask(lambda kernel, source: source)
+    assert probe(None, reduction).endswith("xmask = tl.full([XBLOCK, 1], True, tl.int1)\n")
+    assert probe(None, pointwise) == pointwise  # a pointwise kernel's rows are [XBLOCK]: left alone
