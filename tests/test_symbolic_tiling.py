@@ -100,7 +100,7 @@ def test_inductor_tiles_the_mask_in_two_dimensions_and_leaves_rows_of_a_static_w
 
 
 def test_inductors_candidates_are_asked_for_only_where_a_kernel_may_divide_by_a_symbol(tmp_path, monkeypatch):
-    """They cost ~0.2 s a call, asked at every fusion Inductor weighs (module docstring)."""
+    """They cost up to 0.2 s a call, asked at every fusion Inductor weighs (module docstring)."""
     from torch._inductor.codegen.simd import SIMDScheduling
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
