@@ -77,23 +77,24 @@ def main(argv: list[str] | None = None) -> int:
     rows = [int(r) for r in args.rows.split(",")]
     norms = {"layer_norm": layer_norm(torch.nn.LayerNorm(HIDDEN, device="cuda", dtype=torch.bfloat16)),
              "rms_norm": rms_norm(torch.randn(HIDDEN, device="cuda", dtype=torch.bfloat16))}
-    compiles = [("static", False, None), ("dynamic, first 64 rows", True, 64), ("dynamic, first 4096 rows", True, 4096)]
+    # (name, dynamic=, the row count of the first call, the row mask dropped)
+    compiles = [("static", False, None, False), ("dynamic, first 64 rows", True, 64, False),
+                ("dynamic, first 4096 rows", True, 4096, False)]
     if args.drop_row_mask:
-        compiles.append(("dynamic, first 64 rows, no row mask", True, 64))
-    records = []
+        compiles.append(("dynamic, first 64 rows, no row mask", True, 64, True))
+    env, records = environment(), []
     for norm, fn in norms.items():
-        for name, dynamic, first in compiles:
+        for name, dynamic, first, drop_mask in compiles:
             torch._dynamo.reset()
-            probe = (wrapped_attribute(TritonKernel, "codegen_kernel", without_row_mask, "norms_no_row_mask")
-                     if "no row mask" in name else None)
-            with probe if probe is not None else contextlib.nullcontext():
+            with (wrapped_attribute(TritonKernel, "codegen_kernel", without_row_mask, "norms_no_row_mask")
+                  if drop_mask else contextlib.nullcontext()):
                 compiled = torch.compile(fn, dynamic=dynamic)
                 if first is not None:
                     x = torch.randn(first, HIDDEN, device="cuda", dtype=torch.bfloat16)
                     compiled(x, torch.randn_like(x))
                 for n in rows:
                     us = replay_us(compiled, n)
-                    records.append({"norm": norm, "compile": name, "rows": n, "us": round(us, 2), **environment()})
+                    records.append({"norm": norm, "compile": name, "rows": n, "us": round(us, 2), **env})
                     print(f"{norm:10s} {name:38s} {n:5d} rows {us:7.2f} us", flush=True)
     with open(args.json_out, "w") as f:
         json.dump(records, f, indent=1)

@@ -71,6 +71,17 @@ def restricted(probs: list[dict[str, Any]], names: list[str]) -> list[dict[str, 
     return [{**p, "times": {n: t for n, t in p["times"].items() if n in names}} for p in probs]
 
 
+def choice_times(p: dict[str, Any], choice: str | None) -> list[float]:
+    """A choice's times on weight ``p``'s labels, per row count: cuBLAS's where the choice is cuBLAS (None or
+    ``"cuBLAS"``) or was not measured there."""
+    return p["times"].get(choice, p["cublas_us"]) if choice else p["cublas_us"]
+
+
+def vs_cublas(p: dict[str, Any], times: list[float]) -> float:
+    """cuBLAS's time over ``times`` on weight ``p``, geomean over its row counts (> 1: faster than plain)."""
+    return geomean([c / t for c, t in zip(p["cublas_us"], times)])
+
+
 def held_out(probs: list[dict[str, Any]], size: int = SHORTLIST) -> pd.DataFrame:
     """Per weight: the config chosen without its labels (the shortlist of ``size`` configs, too, made from the
     other weights), and (geomean over its row counts) cuBLAS's time over the
@@ -80,10 +91,9 @@ def held_out(probs: list[dict[str, Any]], size: int = SHORTLIST) -> pd.DataFrame
         others = probs[:i] + probs[i + 1:]
         config = choose(p["n"], p["k"], restricted(others, shortlist(others, size)))
         name = None if config is None else config_name(config)
-        chosen = p["times"].get(name, p["cublas_us"]) if name else p["cublas_us"]
+        chosen = choice_times(p, name)
         best = [min(c, *(t[j] for t in p["times"].values())) for j, c in enumerate(p["cublas_us"])]
-        rows.append({"n": p["n"], "k": p["k"], "choice": name or "cuBLAS",
-                     "vs_cublas": geomean([c / t for c, t in zip(p["cublas_us"], chosen)]),
+        rows.append({"n": p["n"], "k": p["k"], "choice": name or "cuBLAS", "vs_cublas": vs_cublas(p, chosen),
                      "worst_vs_cublas": min(c / t for c, t in zip(p["cublas_us"], chosen)),
                      "vs_oracle": geomean([b / t for b, t in zip(best, chosen)]),
                      "oracle_vs_cublas": geomean([c / b for c, b in zip(p["cublas_us"], best)])})
@@ -99,8 +109,7 @@ def timed_with(choices: pd.DataFrame, probs: list[dict[str, Any]]) -> pd.Series:
     for row in choices.itertuples():
         p = labels.get((row.n, row.k))
         if p is not None:
-            chosen = p["times"].get(row.choice, p["cublas_us"])
-            out[(row.n, row.k)] = geomean([c / t for c, t in zip(p["cublas_us"], chosen)])
+            out[(row.n, row.k)] = vs_cublas(p, choice_times(p, row.choice))
     return pd.Series(out, dtype=float)
 
 

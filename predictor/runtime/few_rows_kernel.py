@@ -16,8 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 import triton
 import triton.language as tl
+
+from .gemv_blocks import pow2_ceil
 
 
 @triton.jit(do_not_specialize=["m"])  # one compiled kernel for every row count
@@ -53,15 +56,13 @@ def _few_rows_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, m, n, k,
 
 def block_rows(rows: int) -> int:
     """The rows a program multiplies at once for GEMMs of up to ``rows`` rows: tensor-core tiles start at 16."""
-    return max(16, 1 << max(int(rows) - 1, 0).bit_length())
+    return max(16, pow2_ceil(rows))
 
 
 def few_rows_linear(x: Any, weight: Any, bias: Any, rows: int, block_n: int, block_k: int, warps: int,
                     stages: int) -> Any:
     """``x @ weight.T + bias`` by the few-rows kernel, for ``x`` of at most ``rows`` rows (``block_rows``), with one
     block config (``few_rows.Config``)."""
-    import torch
-
     m, k = x.shape
     n = weight.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
@@ -76,8 +77,6 @@ def warm(dtype: Any, n: int, k: int, has_bias: bool, rows: int, block_n: int, bl
          stages: int, device: int) -> None:
     """Compile the kernel a ``few_rows_linear`` call on a contiguous (rows, k) ``x`` and an (n, k) weight will run,
     without running it (Triton's ``warmup``: the same specialisation, so the call finds it compiled)."""
-    import torch
-
     torch.cuda.set_device(device)  # Triton compiles for the current device of this thread
     _few_rows_kernel.warmup(dtype, dtype, dtype, dtype, 2, n, k, k, 1, k, 1, n, 1, HAS_BIAS=has_bias,
                             EVEN_K=k % block_k == 0, BLOCK_M=block_rows(rows), BLOCK_N=block_n, BLOCK_K=block_k,
