@@ -95,6 +95,16 @@ REGISTRY: dict[str, ServedModel] = {m.name: m for m in [
                 _causal_lm_from(lambda: configs._gpt2_medium_config(n_positions=4096)), vocab=50257),
     ServedModel("falcon", "Falcon-7B widths (4544: 71 heads of 64, multi-query, parallel attention), 2 layers",
                 _causal_lm_from(configs._falcon_config), vocab=65024),
+    # a second held-out set, added together before any of their runs, served at sizes no figure above used: biases
+    # with GELU and two kv heads; eight experts of a 7B, top-2; widths that are no multiple of 128; partial rotary
+    ServedModel("starcoder2", "StarCoder2-3B widths (3072/12288, 24 heads, 2 kv, biases, GELU), 2 layers",
+                _causal_lm_from(configs._starcoder2_config), vocab=49152),
+    ServedModel("mixtral", "Mixtral-8x7B widths (4096, 8 experts of 14336, top-2, 32 heads, 8 kv), 2 layers",
+                _causal_lm_from(configs._mixtral_config), vocab=32000),
+    ServedModel("smollm2", "SmolLM2-360M widths (960/2560, 15 heads, 5 kv, tied embeddings), 2 layers",
+                _causal_lm_from(lambda: configs._smollm2_config(max_position_embeddings=8192)), vocab=49152),
+    ServedModel("phi2", "Phi-2 widths (2560/10240, 32 heads, partial rotary, biases, GELU), 2 layers",
+                _causal_lm_from(lambda: configs._phi2_config(max_position_embeddings=8192)), vocab=51200),
     ServedModel("tiny", "Linear-GELU-Linear 32/64 (CPU tests)", _tiny, vocab=0, width=32),
 ]}
 
