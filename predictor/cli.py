@@ -186,11 +186,13 @@ def _add_few_rows_fit(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="write the table here (models/few-rows/<gpu>.json)")
     p.add_argument("--repeat", help="a second collection of the same problems (same GPU): each one's held-out "
                                     "choices timed with the other's labels")
+    p.add_argument("--rows", type=int, default=16, help="the rows a kernel serves: 16 (the runtime's) or 32 (a "
+                                                        "report for 17-32 rows, held out; no table)")
 
     def run(args: argparse.Namespace) -> int:
         from .offline.few_rows_fit import run as fit
 
-        print(fit(args.dataset, args.out, args.repeat))
+        print(fit(args.dataset, args.out, args.repeat, args.rows))
         return 0
 
     p.set_defaults(func=run)

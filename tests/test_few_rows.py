@@ -172,6 +172,31 @@ def test_the_fit_keeps_the_configs_measured_at_every_row_count_and_holds_each_we
     assert result.loc[2048, "vs_oracle"] == pytest.approx(8.0 / 10.24)
 
 
+def test_a_32_row_tier_reads_the_labels_above_16_rows_and_only_configs_whose_pipeline_fits_32_rows():
+    deep = "N16_K512_w4_s6"  # six stages of (rows + 16) x 512: fits shared memory at 16 rows, not at 32
+    config = fr.parse_config_name(deep)
+    assert fr.fits(config, 2048, 2048, 16) and not fr.fits(config, 2048, 2048, 32)
+    rows = []
+    for n in (2048, 4096, 8192):
+        for m in (2, 4, 8, 16, 32):
+            rows += [(n, 2048, m, "aten/mm", 20.0), (n, 2048, m, f"few_rows/{deep}", 10.0),
+                     (n, 2048, m, f"few_rows/{FAST}", 16.0)]
+    probs = few_rows_fit.problems(_labels(rows), 32, 16)
+    assert [p["m"] for p in probs] == [[32]] * 3
+    assert set(few_rows_fit.held_out(probs, rows_served=32)["choice"]) == {FAST}
+    assert set(few_rows_fit.held_out(probs, rows_served=16)["choice"]) == {deep}
+
+
+def test_a_32_row_tier_is_a_report_only_and_other_row_counts_are_refused_naming_them():
+    labels = str(ROOT / "datasets/nvidia-h100/few_rows.parquet")
+    report = few_rows_fit.run(labels, None, rows=32)
+    assert report.startswith("Few rows: 51 weights at 32 rows (the kernel's rows padded to 32)")
+    with pytest.raises(ValueError, match="rows 24: the labels time the kernel for 16 or 32 rows"):
+        few_rows_fit.run(labels, None, rows=24)
+    with pytest.raises(ValueError, match="rows 32: the runtime serves 16 rows; a 32-row tier is a report only"):
+        few_rows_fit.run(labels, "table.json", rows=32)
+
+
 def test_a_repeat_times_each_collections_choices_with_the_others_labels():
     first = [_weight(2048, 2048, 10.0, 8.0), _weight(4096, 2048, 20.0, 16.0), _weight(8192, 2048, 40.0, 32.0)]
     # the repeat: the kernel's win at 4096 was noise there, it ties cuBLAS

@@ -125,6 +125,7 @@ def test_kernel_classes_follow_inductor_prefixes_then_library_names():
     assert kind_of("triton_red_fused_mean_pow_rsqrt_0") == kind_of("triton_per_fused_softmax_1") == "reduction"
     assert kind_of("triton_unk_fused_mm_mul_13") == "gemv"
     assert kind_of("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT") == "gemm"
+    assert kind_of("_few_rows_kernel") == "gemm"  # the few-rows op's kernel: a GEMM of its own
     assert kind_of("cudnn_generated_fort_native_sdpa_sm90_flash_fprop") == "attention"
     assert kind_of("void at::native::vectorized_elementwise_kernel") == "other"
 

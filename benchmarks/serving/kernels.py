@@ -26,7 +26,7 @@ REPEATS = 5  # profiled steps per size
 KINDS = (("triton_poi", "pointwise"), ("triton_red", "reduction"), ("triton_per", "reduction"),
          ("triton_tem", "gemm"), ("triton_unk", "gemv"))
 ATTENTION_WORDS = ("flash", "fmha", "attention", "sdpa")
-GEMM_WORDS = ("gemm", "cutlass", "nvjet", "sm90", "cublas", "gemv", "splitk")
+GEMM_WORDS = ("gemm", "cutlass", "nvjet", "sm90", "cublas", "gemv", "splitk", "few_rows")  # few_rows: ours
 
 
 def kind_of(kernel: str) -> str:

@@ -12,6 +12,9 @@ there); against cuBLAS (plain) and the best label per row count (the oracle, cuB
 
 With a repeat (a second collection of the same problems on the same GPU): the choices made from one collection timed
 with the other's labels, both ways. A choice that only won on its own collection's noise would fall there.
+
+With ``rows=32`` (``--rows 32``): the same held-out report for a second tier the runtime does not serve, 17-32 rows
+(the labels' 32, the kernel's rows padded to 32), to say whether one would pay; no table is written for it.
 """
 
 from __future__ import annotations
@@ -30,10 +33,10 @@ ATEN = "aten/mm"
 PREFIX = "few_rows/"
 
 
-def problems(frame: pd.DataFrame, max_rows: int = ROWS) -> list[dict[str, Any]]:
-    """One entry per weight: its row counts up to ``max_rows``, cuBLAS's time at each, and the time of every config
-    measured ``ok`` at all of them."""
-    ok = frame[(frame["status"] == "ok") & (frame["m"] <= max_rows)]
+def problems(frame: pd.DataFrame, max_rows: int = ROWS, above_rows: int = 0) -> list[dict[str, Any]]:
+    """One entry per weight: its row counts above ``above_rows`` and up to ``max_rows``, cuBLAS's time at each, and the
+    time of every config measured ``ok`` at all of them."""
+    ok = frame[(frame["status"] == "ok") & (frame["m"] > above_rows) & (frame["m"] <= max_rows)]
     wide = ok.pivot_table(index=["n", "k", "m"], columns="candidate", values="time_us")
     out = []
     for (n, k), rows in wide.groupby(level=["n", "k"]):
@@ -82,14 +85,14 @@ def vs_cublas(p: dict[str, Any], times: list[float]) -> float:
     return geomean([c / t for c, t in zip(p["cublas_us"], times)])
 
 
-def held_out(probs: list[dict[str, Any]], size: int = SHORTLIST) -> pd.DataFrame:
+def held_out(probs: list[dict[str, Any]], size: int = SHORTLIST, rows_served: int = ROWS) -> pd.DataFrame:
     """Per weight: the config chosen without its labels (the shortlist of ``size`` configs, too, made from the
-    other weights), and (geomean over its row counts) cuBLAS's time over the
+    other weights) for up to ``rows_served`` rows, and (geomean over its row counts) cuBLAS's time over the
     choice's (``vs_cublas``) and the best label's over the choice's (``vs_oracle``)."""
     rows = []
     for i, p in enumerate(probs):
         others = probs[:i] + probs[i + 1:]
-        config = choose(p["n"], p["k"], restricted(others, shortlist(others, size)))
+        config = choose(p["n"], p["k"], restricted(others, shortlist(others, size)), rows_served)
         name = None if config is None else config_name(config)
         chosen = choice_times(p, name)
         best = [min(c, *(t[j] for t in p["times"].values())) for j, c in enumerate(p["cublas_us"])]
@@ -139,20 +142,30 @@ def write_table(probs: list[dict[str, Any]], path: Path, metadata: dict[str, Any
     read_table(path)  # what the runtime will read
 
 
-def _problems_of(dataset: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+TIERS = {ROWS: 0, 32: ROWS}  # rows a kernel serves -> the rows the tier below serves (its labels lie above them)
+
+
+def _problems_of(dataset: str, rows: int = ROWS) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from predictor.offline.gemv_eval import read_labels
 
     frame = read_labels(dataset, KIND)
-    probs = problems(frame)
+    probs = problems(frame, rows, TIERS[rows])
     if not probs:
-        raise ValueError(f"{dataset}: no weight has both cuBLAS and block-config timings at 2-{ROWS} rows")
+        raise ValueError(f"{dataset}: no weight has both cuBLAS and block-config timings at "
+                         f"{TIERS[rows] + 1}-{rows} rows")
     return probs, frame.attrs["metadata"]
 
 
-def run(dataset: str, out: str | None, repeat: str | None = None) -> str:
+def run(dataset: str, out: str | None, repeat: str | None = None, rows: int = ROWS) -> str:
     """The markdown report (and the table written to ``out`` when given; with ``repeat``, a second collection of
-    the same problems, the choices of each timed with the other's labels)."""
-    probs, meta = _problems_of(dataset)
+    the same problems, the choices of each timed with the other's labels; with ``rows`` 32, the report for a
+    17-32-row tier, which writes no table)."""
+    if rows not in TIERS:
+        raise ValueError(f"rows {rows}: the labels time the kernel for {' or '.join(map(str, TIERS))} rows")
+    if rows != ROWS and (out or repeat):
+        raise ValueError(f"rows {rows}: the runtime serves {ROWS} rows; a {rows}-row tier is a report only "
+                         "(no --out, no --repeat)")
+    probs, meta = _problems_of(dataset, rows)
     repeated = None
     if repeat:
         repeated, repeat_meta = _problems_of(repeat)
@@ -162,9 +175,11 @@ def run(dataset: str, out: str | None, repeat: str | None = None) -> str:
     kept = shortlist(probs)
     if out:
         write_table(restricted(probs, kept), Path(out), meta, dataset)
-    result = held_out(probs)
+    result = held_out(probs, rows_served=rows)
     taken = result[result["choice"] != "cuBLAS"]
-    lines = [f"Few rows: {len(probs)} weights at {ROWS} rows or fewer, {meta.get('gpu')}, torch {meta.get('torch')}",
+    counts = ", ".join(map(str, sorted({m for p in probs for m in p["m"]})))
+    lines = [f"Few rows: {len(probs)} weights at {counts} rows (the kernel's rows padded to {max(16, rows)}), "
+             f"{meta.get('gpu')}, torch {meta.get('torch')}",
              "", "Each weight held out (geomean over its row counts; vs cuBLAS > 1: faster than plain):", "",
              "| | weights | vs cuBLAS | worst weight vs cuBLAS | worst row count vs cuBLAS | vs oracle |",
              "|---|---|---|---|---|---|"]
@@ -174,7 +189,8 @@ def run(dataset: str, out: str | None, repeat: str | None = None) -> str:
                          f"{part['vs_cublas'].min():.3f} | {part['worst_vs_cublas'].min():.3f} | "
                          f"{geomean(list(part['vs_oracle'])):.3f} |")
     lines += ["", f"oracle (best label per row count) vs cuBLAS: {geomean(list(result['oracle_vs_cublas'])):.3f}",
-              f"the table's configs (shortlist of {SHORTLIST}, from every weight): {', '.join(kept)}",
+              f"the shortlist ({SHORTLIST} configs from every weight{'; the table' * (rows == ROWS)}): "
+              f"{', '.join(kept)}",
               "", "| n | k | choice | vs cuBLAS | worst row count | vs oracle |", "|---|---|---|---|---|---|"]
     lines += [f"| {r.n} | {r.k} | {r.choice} | {r.vs_cublas:.3f} | {r.worst_vs_cublas:.3f} | {r.vs_oracle:.3f} |"
               for r in result.itertuples()]

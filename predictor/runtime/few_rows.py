@@ -100,8 +100,9 @@ def _distance(p: dict[str, Any], n: int, k: int) -> float:
     return abs(math.log2(p["n"] / n)) + abs(math.log2(p["k"] / k))
 
 
-def choose(n: int, k: int, problems: Sequence[dict[str, Any]]) -> Config | None:
-    """The block config for an (n, k) weight, read from its ``NEIGHBOURS`` nearest labelled weights (within
+def choose(n: int, k: int, problems: Sequence[dict[str, Any]], rows: int = ROWS) -> Config | None:
+    """The block config for an (n, k) weight served up to ``rows`` rows, read from its ``NEIGHBOURS`` nearest
+    labelled weights (within
     ``MAX_DISTANCE``): the config, among those that fit this weight and step through its K in whole blocks, fastest
     in geomean over their row counts;
     None where cuBLAS keeps it: no weight near enough, or that config gains less than ``MIN_GAIN`` over cuBLAS
@@ -116,7 +117,7 @@ def choose(n: int, k: int, problems: Sequence[dict[str, Any]]) -> Config | None:
         return None
     configs = {name: parse_config_name(name) for name in set.intersection(*(set(p["times"]) for p in near))}
     scored = [(geomean([t for p in near for t in p["times"][name]]), name) for name, c in configs.items()
-              if fits(c, n, k, ROWS) and k % c["BLOCK_K"] == 0]
+              if fits(c, n, k, rows) and k % c["BLOCK_K"] == 0]
     if not scored:
         return None
     best_time, best = min(scored)
