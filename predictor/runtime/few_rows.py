@@ -102,9 +102,8 @@ def _distance(p: dict[str, Any], n: int, k: int) -> float:
 
 def choose(n: int, k: int, problems: Sequence[dict[str, Any]], rows: int = ROWS) -> Config | None:
     """The block config for an (n, k) weight served up to ``rows`` rows, read from its ``NEIGHBOURS`` nearest
-    labelled weights (within
-    ``MAX_DISTANCE``): the config, among those that fit this weight and step through its K in whole blocks, fastest
-    in geomean over their row counts;
+    labelled weights (within ``MAX_DISTANCE``): the config, among those that fit this weight at ``rows`` and step
+    through its K in whole blocks, fastest in geomean over their row counts;
     None where cuBLAS keeps it: no weight near enough, or that config gains less than ``MIN_GAIN`` over cuBLAS
     there in geomean, or loses more than ``MIN_WORST`` at any of their row counts. Two neighbours, not one: where
     the kernel's edge ends (a narrow weight with a long K, few programs to stream it) the nearest weight alone
