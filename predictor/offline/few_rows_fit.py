@@ -2,7 +2,9 @@
 labelled weight held out.
 
     gemm-predictor few-rows-fit datasets/nvidia-h100/few_rows.parquet --out models/few-rows/nvidia-h100.json
-    gemm-predictor few-rows-fit datasets/nvidia-h100/few_rows.parquet --repeat datasets/nvidia-h100/few_rows_repeat.parquet
+    gemm-predictor few-rows-fit datasets/nvidia-h100/few_rows.parquet \
+        --repeat datasets/nvidia-h100/few_rows_repeat.parquet
+    gemm-predictor few-rows-fit datasets/nvidia-h100/few_rows.parquet --rows 32
 
 The table keeps, per labelled weight (n, k), cuBLAS's time and the time of a shortlist of block configs
 (``shortlist``) at the row counts the kernel serves (``predictor.runtime.few_rows.ROWS``: 2-16); ``few_rows.choose``
@@ -31,6 +33,7 @@ KIND = "few_rows_labels"
 SHORTLIST = 3  # configs a table keeps (``shortlist``)
 ATEN = "aten/mm"
 PREFIX = "few_rows/"
+TIERS = {ROWS: 0, 32: ROWS}  # rows a kernel serves -> the rows the tier below serves (its labels lie above them)
 
 
 def problems(frame: pd.DataFrame, max_rows: int = ROWS, above_rows: int = 0) -> list[dict[str, Any]]:
@@ -120,7 +123,8 @@ def repeat_report(probs: list[dict[str, Any]], repeat: list[dict[str, Any]]) -> 
     """Markdown: the held-out choices of each collection timed with its own labels and with the other's."""
     first, second = held_out(probs), held_out(repeat)
     same = first.merge(second, on=["n", "k"], suffixes=("", "_repeat"))
-    lines = ["", "Held-out choices timed with each collection's labels (vs cuBLAS, geomean over weights; worst weight):",
+    lines = ["", "Held-out choices timed with each collection's labels "
+                 "(vs cuBLAS, geomean over weights; worst weight):",
              "", "| choices from | timed with the labels of | vs cuBLAS | worst weight |", "|---|---|---|---|"]
     for name, choices in (("the dataset", first), ("the repeat", second)):
         for labels_name, labels in (("the dataset", probs), ("the repeat", repeat)):
@@ -140,9 +144,6 @@ def write_table(probs: list[dict[str, Any]], path: Path, metadata: dict[str, Any
     tmp.write_text(json.dumps(payload, separators=(",", ":")) + "\n")
     tmp.replace(path)
     read_table(path)  # what the runtime will read
-
-
-TIERS = {ROWS: 0, 32: ROWS}  # rows a kernel serves -> the rows the tier below serves (its labels lie above them)
 
 
 def _problems_of(dataset: str, rows: int = ROWS) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -16,9 +16,9 @@ Only the tiling changes: every element is computed as before, from the same load
 
 Inductor asks for a kernel's tiling at every fusion it weighs, and its N-dimensional candidates match each index
 expression against division patterns in sympy (10-200 ms a call): asked for every kernel, they took 11 s of a Qwen3
-decode's compile under the profiler (34 s under ``plain-dynamic``, H100; docs/DYNAMIC.md). So they are asked for only where a node
-of the kernel iterates over a symbolic inner dimension or indexes with a division or modulo by a symbolic size
-(``may_divide_by_symbol``), the only kernels where a candidate can spare a symbolic division.
+decode's compile under the profiler (34 s under ``plain-dynamic``, H100; docs/DYNAMIC.md). So they are asked for only
+where a node of the kernel iterates over a symbolic inner dimension or indexes with a division or modulo by a symbolic
+size (``may_divide_by_symbol``), the only kernels where a candidate can spare a symbolic division.
 """
 
 from __future__ import annotations
