@@ -61,7 +61,8 @@ def test_the_shipped_table_serves_its_gpu_and_its_architecture():
     problems = fr.read_table(TABLE)
     assert len(problems) >= 40 and all(p["m"] == [2, 4, 8, 16] for p in problems)
     assert table_path("NVIDIA H100 80GB HBM3", [ROOT / "models"], folder=fr.TABLE_FOLDER) == TABLE
-    assert table_path("NVIDIA H200", [ROOT / "models"], capability="9.0", folder=fr.TABLE_FOLDER) == TABLE
+    assert table_path("NVIDIA H200", [ROOT / "models"], capability="9.0", folder=fr.TABLE_FOLDER) == \
+        TABLE.with_name("nvidia-h200.json")
     assert table_path("NVIDIA A100-SXM4-80GB", [ROOT / "models"], capability="8.0", folder=fr.TABLE_FOLDER) is None
     assert fr.choose(2048, 2048, problems) is not None  # a decoder's projection: labelled a win
 
@@ -233,16 +234,18 @@ def test_the_shortlist_keeps_the_configs_closest_to_every_weights_own_best():
     assert all(list(p["times"]) == [b] for p in few_rows_fit.restricted(probs, [b]))
 
 
-def test_the_shipped_table_is_the_fit_of_the_shipped_labels(tmp_path):
+@pytest.mark.parametrize("gpu", ["nvidia-h100", "nvidia-h200"])
+def test_the_shipped_table_is_the_fit_of_the_shipped_labels(tmp_path, gpu):
     from predictor.offline.gemv_eval import read_labels
 
-    labels = ROOT / "datasets/nvidia-h100/few_rows.parquet"
-    frame = read_labels(labels, few_rows_fit.KIND)
+    labels = f"datasets/{gpu}/few_rows.parquet"
+    frame = read_labels(ROOT / labels, few_rows_fit.KIND)
     probs = few_rows_fit.problems(frame)
-    out = tmp_path / "nvidia-h100.json"
+    out = tmp_path / f"{gpu}.json"
     few_rows_fit.write_table(few_rows_fit.restricted(probs, few_rows_fit.shortlist(probs)), out,
-                             frame.attrs["metadata"], "datasets/nvidia-h100/few_rows.parquet")
-    assert json.loads(out.read_text()) == json.loads(TABLE.read_text())
+                             frame.attrs["metadata"], labels)
+    shipped = ROOT / "models" / fr.TABLE_FOLDER / f"{gpu}.json"
+    assert json.loads(out.read_text()) == json.loads(shipped.read_text())
 
 
 def test_a_training_step_through_the_op_gets_the_gradients_of_eager():
