@@ -19,13 +19,13 @@ import contextlib
 import functools
 import hashlib
 import itertools
-import json
 import logging
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
+from ..atomic import TABLE_BYTES, InputError, parse_json, read_regular
 from .gemv_blocks import pow2_ceil
 from .table_patch import added_entries, decomposition_tables
 
@@ -77,8 +77,17 @@ DTYPES = ("float16", "bfloat16")  # the kernel multiplies on tensor cores; fp32 
 def read_table(path: Path) -> list[dict[str, Any]]:
     """The labelled weights of one table: ``n``, ``k``, ``m`` (row counts), ``cublas_us`` and ``times`` (config
     name -> us per row count). Raises ValueError naming the file when it is not such a table."""
+    return _read_table(path)[0]
+
+
+def _read_table(path: Path) -> tuple[list[dict[str, Any]], bytes]:
+    """``(problems, the file's bytes)``: one read, so the digest is of the very bytes the problems came from."""
     try:
-        problems = json.loads(Path(path).read_text())["problems"]
+        data = read_regular(path, TABLE_BYTES, "few-rows block table")
+    except InputError as exc:  # a FIFO (which would block every compile), a device, a file over the cap
+        raise ValueError(str(exc)) from None
+    try:
+        problems = parse_json(data, path, "few-rows block table")["problems"]
         for p in problems:
             int(p["n"]), int(p["k"])
             if len(p["cublas_us"]) != len(p["m"]):
@@ -87,9 +96,12 @@ def read_table(path: Path) -> list[dict[str, Any]]:
                 parse_config_name(name)
                 if len(times) != len(p["m"]):
                     raise ValueError(f"{name}: times and m differ in length")
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not a few-rows block table ({type(exc).__name__}: {exc})") from exc
-    return problems
+        text = (str(exc).splitlines() or [""])[0][:160]
+        raise ValueError(f"{path}: not a few-rows block table ({type(exc).__name__}: {text})") from None
+    return problems, data
 
 
 def geomean(values: Sequence[float]) -> float:
@@ -137,13 +149,13 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
     if path is None:
         return (), None
     try:
-        problems = read_table(path)
+        problems, data = _read_table(path)
     except ValueError as exc:
         log.warning("gemm-predictor: %s; GEMMs of a few rows keep cuBLAS", exc)
         return (), None
     rule = (f"whole K blocks;rows={ROWS};gain={MIN_GAIN};worst={MIN_WORST};distance={MAX_DISTANCE};"
             f"neighbours={NEIGHBOURS}").encode()
-    return tuple(problems), hashlib.sha256(path.read_bytes() + rule).hexdigest()[:16]
+    return tuple(problems), hashlib.sha256(data + rule).hexdigest()[:16]
 
 
 def _this_gpus_table() -> tuple[tuple[dict[str, Any], ...], str | None]:
