@@ -171,7 +171,8 @@ def save_model(ranker, folder: str | Path, metadata: dict[str, Any]) -> Path:
             if model_file == LGBM_FILE and ranker.name in TEXT_FOREST_SIGNS:
                 parse_text_forest(payload, tmp / model_file)
         except (ModelError, ModelTextError) as exc:
-            raise ModelError(f"{folder}: the new model would not load, so it was not written ({exc})") from None
+            why = str(exc).replace(str(tmp), str(folder))  # the staging folder's name means nothing to the user
+            raise ModelError(f"{folder}: the new model would not load, so it was not written ({why})") from None
     log.info("saved %s model to %s (sha256 %s)", ranker.name, folder, meta["model_sha256"][:12])
     return folder
 

@@ -86,6 +86,11 @@ def _read_table(path: Path) -> tuple[list[dict[str, Any]], bytes]:
         data = read_regular(path, TABLE_BYTES, "few-rows block table")
     except InputError as exc:  # a FIFO (which would block every compile), a device, a file over the cap
         raise ValueError(str(exc)) from None
+    return parse_table(data, path), data
+
+
+def parse_table(data: bytes, path: Path) -> list[dict[str, Any]]:
+    """``read_table`` of a file's bytes (``path`` only names it in errors)."""
     try:
         problems = parse_json(data, path, "few-rows block table")["problems"]
         for p in problems:
@@ -101,7 +106,7 @@ def _read_table(path: Path) -> tuple[list[dict[str, Any]], bytes]:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         text = (str(exc).splitlines() or [""])[0][:160]
         raise ValueError(f"{path}: not a few-rows block table ({type(exc).__name__}: {text})") from None
-    return problems, data
+    return problems
 
 
 def geomean(values: Sequence[float]) -> float:

@@ -133,6 +133,11 @@ def _read_table(path: Path) -> tuple[list[dict[str, Any]], bytes]:
         data = read_regular(path, TABLE_BYTES, "GEMV block table")
     except InputError as exc:  # a FIFO (which would block every compile), a device, a file over the cap
         raise ValueError(str(exc)) from None
+    return parse_table(data, path), data
+
+
+def parse_table(data: bytes, path: Path) -> list[dict[str, Any]]:
+    """``read_table`` of a file's bytes (``path`` only names it in errors)."""
     try:
         rows = parse_json(data, path, "GEMV block table")["problems"]
         for row in rows:
@@ -144,7 +149,7 @@ def _read_table(path: Path) -> tuple[list[dict[str, Any]], bytes]:
         raise ValueError(str(exc)) from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path}: not a GEMV block table ({type(exc).__name__}: {_first_line(exc)})") from None
-    return rows, data
+    return rows
 
 
 def _first_line(exc: BaseException) -> str:
