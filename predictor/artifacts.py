@@ -8,7 +8,10 @@ sha256), held-out metrics, library versions, the device it was trained for and t
 
 ``load_model`` checks everything it can before it trusts the folder: the sha256 of the model file is
 verified before anything is parsed, a feature list or schema from another version of this
-library is refused, and so is a model made for another GPU. Every refusal is a one-line ``ModelError``.
+library is refused, and so is a model made for another GPU. Every file is read through ``predictor.atomic``'s
+reader (a regular file under its size cap: a FIFO or ``/dev/zero`` in the folder is refused at once), and the
+metadata and model file are read as one version of the folder even while ``train`` swaps a new one in. A new
+model is loaded back before it replaces an old one. Every refusal is a one-line ``ModelError``.
 ``load_runtime_model``, the hook's loader, makes the same checks and scores a LightGBM model with numpy
 (``predictor.lgbm_text``): the hook's path imports neither LightGBM, scikit-learn nor scipy.
 """

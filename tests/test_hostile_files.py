@@ -630,3 +630,80 @@ def test_dataset_values_no_measurement_makes_are_refused(tmp_path, column, value
     one_line(str(info.value), path)
     with pytest.raises(DatasetError, match=needle):
         write_dataset(rows, tmp_path / "never.parquet", METADATA)
+
+
+# --- beyond the issue's probes: every other file a user may be handed ------------------------------------------------
+
+OTHER_READERS = """
+    import json, sys
+    from pathlib import Path
+    root = Path(sys.argv[1])
+    from predictor.offline.export import read_table_file
+    from predictor.offline.report import load_metrics
+    from predictor.offline.calibration import Ledger
+    from predictor.atomic import check_output_folder, MODEL
+    from predictor.runtime.discovery import find_model
+    from predictor.device import DeviceInfo
+    from predictor.testing.synthetic import METADATA
+    from collectors.in_program.redecide import pooled
+    from collectors.in_program.context_dataset import rows_of
+    probes = {
+        "lookup table": lambda: read_table_file(root / "table.json"),
+        "metrics.json": lambda: load_metrics(root / "metrics.json"),
+        "calibration ledger": lambda: Ledger(root / "parts"),
+        "agreement.json (redecide)": lambda: pooled([str(root / "inprog")]),
+        "agreement.json (context dataset)": lambda: rows_of(root / "inprog"),
+        "an output folder's marker": lambda: check_output_folder(root / "model", MODEL),
+    }
+    for name, probe in probes.items():
+        try:
+            probe()
+            print(json.dumps([name, "READ"]))
+        except Exception as exc:
+            print(json.dumps([name, f"{type(exc).__name__}: {exc}"]))
+    print(json.dumps(["discovery", str(find_model(DeviceInfo.from_metadata(METADATA), roots=[root]))]))
+"""
+
+
+def test_every_other_handed_file_that_is_a_fifo_is_refused_at_once(tmp_path):
+    """Lookup tables, metrics.json, calibration ledgers, agreement.json (both readers), the marker of a folder an
+    output would replace, and a model root's metadata.json: each a FIFO, each refused (or skipped) within seconds."""
+    for name in ("table.json", "metrics.json", "parts/calibration/ledger.json", "inprog/agreement.json",
+                 "model/metadata.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(tmp_path / name)
+    try:
+        out = subprocess.run([sys.executable, "-c", textwrap.dedent(OTHER_READERS), str(tmp_path)],
+                             capture_output=True, text=True, cwd=ROOT, timeout=HANG_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"a reader hung for {HANG_S} s on a FIFO")
+    results = dict(json.loads(line) for line in out.stdout.strip().splitlines())
+    assert len(results) == 7, out.stdout + out.stderr[-2000:]
+    assert results.pop("discovery") == "None"
+    for name, result in results.items():
+        assert "not a regular file (a FIFO)" in result and "\n" not in result, (name, result)
+
+
+@pytest.mark.parametrize("module, edit, needle", [
+    (gemv_blocks, lambda p: p["times"].update({next(iter(p["times"])): -1.0}), "not a finite number > 0"),
+    (gemv_blocks, lambda p: p.update(n=0), "n is 0, not a whole number > 0"),
+    (gemv_blocks, lambda p: p.update(cublas_us=float("nan")), "cublas_us is nan"),
+    (few_rows, lambda p: p["cublas_us"].__setitem__(0, 0.0), "cublas_us is 0.0"),
+    (few_rows, lambda p: p["times"][next(iter(p["times"]))].__setitem__(0, float("inf")), "is inf"),
+    (few_rows, lambda p: p.update(k=1.5), "k is 1.5, not a whole number > 0"),
+])
+def test_a_per_gpu_table_with_impossible_values_is_refused_not_used(tmp_path, caplog, module, edit, needle):
+    """A zero, a negative, a NaN or a fractional size in a table would raise inside every compile (a log of it) or
+    pick at random: the reader refuses the table with one line and the compile keeps its default."""
+    shipped = ROOT / "models" / module.TABLE_FOLDER / "nvidia-h100.json"
+    doc = json.loads(shipped.read_text())
+    edit(doc["problems"][0])
+    tables = tmp_path / module.TABLE_FOLDER
+    tables.mkdir()
+    (tables / "nvidia-h100.json").write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=needle) as info:
+        module.read_table(tables / "nvidia-h100.json")
+    one_line(str(info.value), tables / "nvidia-h100.json")
+    module._table.cache_clear()
+    assert module._table("NVIDIA H100 80GB HBM3", "9.0", (str(tmp_path),)) == ((), None)
+    module._table.cache_clear()

@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..atomic import DOCUMENT_BYTES, OutputError, check_output_file, claim_output, read_json, write_text
+from ..atomic import DOCUMENT_BYTES, OutputError, check_output_file, claim_output, read_regular, write_text
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +263,13 @@ def _export_table(fn_or_module: Any, example_inputs: Any, out_path: Path, *, mod
 def read_table_file(path: str | os.PathLike) -> dict[str, Any]:
     """The whole exported document, checked for shape; ValueError (one line) otherwise."""
     path = Path(path)
-    doc = read_json(path, DOCUMENT_BYTES, "lookup table")  # InputError (a ValueError): missing, a FIFO, bad JSON
+    data = read_regular(path, DOCUMENT_BYTES, "lookup table")  # InputError (a ValueError): missing, a FIFO, too big
+    try:
+        doc = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:  # bad UTF-8, an integer of thousands of digits, deep nesting
+        raise ValueError(f"{path}: not JSON ({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:120]})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("table"), dict):
         raise ValueError(f"{path}: not a gemm-predictor lookup table (no 'table' object)")
     if doc.get("schema_version") != SCHEMA_VERSION:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..atomic import TABLE_BYTES, InputError, parse_json, read_regular
-from .gemv_blocks import pow2_ceil
+from .gemv_blocks import check_positive, pow2_ceil
 from .table_patch import added_entries, decomposition_tables
 
 log = logging.getLogger(__name__)
@@ -94,13 +94,20 @@ def parse_table(data: bytes, path: Path) -> list[dict[str, Any]]:
     try:
         problems = parse_json(data, path, "few-rows block table")["problems"]
         for p in problems:
-            int(p["n"]), int(p["k"])
+            for key in ("n", "k"):
+                check_positive(p[key], key, integer=True)
+            for m in p["m"]:
+                check_positive(m, "m", integer=True)
             if len(p["cublas_us"]) != len(p["m"]):
                 raise ValueError("cublas_us and m differ in length")
+            for us in p["cublas_us"]:
+                check_positive(us, "cublas_us")
             for name, times in p["times"].items():
                 parse_config_name(name)
                 if len(times) != len(p["m"]):
                     raise ValueError(f"{name}: times and m differ in length")
+                for us in times:
+                    check_positive(us, f"times[{name!r}]")
     except InputError as exc:
         raise ValueError(str(exc)) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -141,15 +141,27 @@ def parse_table(data: bytes, path: Path) -> list[dict[str, Any]]:
     try:
         rows = parse_json(data, path, "GEMV block table")["problems"]
         for row in rows:
+            for key in ("n", "k", "weights", *(("vector_loads",) if "vector_loads" in row else ())):
+                check_positive(row[key], key, integer=True)
             _problem(row)
             for name, us in row["times"].items():
                 parse_config_name(name)
-                float(us)
+                check_positive(us, f"times[{name!r}]")
+            if "cublas_us" in row:
+                check_positive(row["cublas_us"], "cublas_us")
     except InputError as exc:
         raise ValueError(str(exc)) from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path}: not a GEMV block table ({type(exc).__name__}: {_first_line(exc)})") from None
     return rows
+
+
+def check_positive(value: Any, key: str, integer: bool = False) -> None:
+    """A size or a time the choice takes logs and ratios of: a finite number > 0 (an integer for a size). A zero, a
+    negative or a NaN there would raise inside every compile that reads the table, or pick at random."""
+    number = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{key} is {value!r:.40}, not a {'whole' if integer else 'finite'} number > 0")
 
 
 def _first_line(exc: BaseException) -> str:
