@@ -8,7 +8,10 @@ sha256), held-out metrics, library versions, the device it was trained for and t
 
 ``load_model`` checks everything it can before it trusts the folder: the sha256 of the model file is
 verified before anything is parsed, a feature list or schema from another version of this
-library is refused, and so is a model made for another GPU. Every refusal is a one-line ``ModelError``.
+library is refused, and so is a model made for another GPU. Every file is read through ``predictor.atomic``'s
+reader (a regular file under its size cap: a FIFO or ``/dev/zero`` in the folder is refused at once), and the
+metadata and model file are read as one version of the folder even while ``train`` swaps a new one in. A new
+model is loaded back before it replaces an old one. Every refusal is a one-line ``ModelError``.
 ``load_runtime_model``, the hook's loader, makes the same checks and scores a LightGBM model with numpy
 (``predictor.lgbm_text``): the hook's path imports neither LightGBM, scikit-learn nor scipy.
 """
@@ -28,11 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import MODEL, check_output_folder, staged_folder
+from .atomic import (METADATA_BYTES, MODEL, MODEL_BYTES, InputError, MissingInput, check_output_folder, parse_json,
+                     read_regular, staged_folder)
 from .device import DeviceInfo
 from .features import FEATURE_NAMES, model_feature_count
 from .lgbm_text import TEXT_FOREST_SIGNS, ModelTextError, TextForestRanker, check_model_text, parse_text_forest
-from .schema import SCHEMA_VERSION
+from .schema import SCHEMA_VERSION, device_fault
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +145,7 @@ def save_model(ranker, folder: str | Path, metadata: dict[str, Any]) -> Path:
         device = DeviceInfo.from_metadata(metadata)
     except ValueError as exc:
         raise ModelError(f"{folder}: {exc}") from None
+    check_device(device, str(folder))
     model_file, payload = _serialise(ranker)
     meta = {
         **metadata,
@@ -162,22 +167,40 @@ def save_model(ranker, folder: str | Path, metadata: dict[str, Any]) -> Path:
         (tmp / model_file).write_bytes(payload)
         (tmp / CARD_FILE).write_text(model_card(meta))
         (tmp / METADATA_FILE).write_text(text)
+        # the new folder loads as every reader will load it, before it replaces anything: a model the loaders
+        # refuse (implausible device numbers, a forest over the caps) never takes the place of a good one
+        try:
+            load_model(tmp)
+            if model_file == LGBM_FILE and ranker.name in TEXT_FOREST_SIGNS:
+                parse_text_forest(payload, tmp / model_file)
+        except (ModelError, ModelTextError) as exc:
+            why = str(exc).replace(str(tmp), str(folder))  # the staging folder's name means nothing to the user
+            raise ModelError(f"{folder}: the new model would not load, so it was not written ({why})") from None
     log.info("saved %s model to %s (sha256 %s)", ranker.name, folder, meta["model_sha256"][:12])
     return folder
 
 
-def read_metadata(folder: str | Path) -> dict[str, Any]:
-    """The folder's metadata.json, unchecked beyond being a JSON object."""
+def _read_metadata(folder: str | Path) -> tuple[bytes, dict[str, Any]]:
+    """``(bytes, document)`` of the folder's metadata.json, unchecked beyond being a JSON object."""
     path = Path(folder) / METADATA_FILE
-    if not path.is_file():
-        raise ModelError(f"{folder}: no model here ({METADATA_FILE} missing)")
     try:
-        meta = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # RecursionError: deep nesting
-        raise ModelError(f"{path}: unreadable ({_one_line(exc)})") from None
+        data = read_regular(path, METADATA_BYTES, METADATA_FILE)
+    except MissingInput:
+        raise ModelError(f"{folder}: no model here ({METADATA_FILE} missing)") from None
+    except InputError as exc:  # a FIFO, a device, a folder, a file over the cap: named as such, never "missing"
+        raise ModelError(str(exc)) from None
+    try:
+        meta = parse_json(data, path, "JSON document")
+    except InputError as exc:  # bad JSON, deep nesting, an integer of thousands of digits
+        raise ModelError(str(exc)) from None
     if not isinstance(meta, dict):
         raise ModelError(f"{path}: not a JSON object")
-    return meta
+    return data, meta
+
+
+def read_metadata(folder: str | Path) -> dict[str, Any]:
+    """The folder's metadata.json, unchecked beyond being a JSON object."""
+    return _read_metadata(folder)[1]
 
 
 # metadata fields the library reads, and the JSON types they must have (absent is fine)
@@ -228,21 +251,18 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, _NUMBER) and not isinstance(value, bool)
 
 
-def _check_device(device: DeviceInfo, where: str) -> None:
-    """The device numbers the features divide by and compare against: finite and positive (a NaN bandwidth turns
-    every roofline feature into NaN, which the trees send one fixed way; a zero divides by zero)."""
-    for key in ("sm_count", "smem_per_block", "l2_bytes", "mem_bandwidth_gbs"):
-        value = getattr(device, key)
-        if not math.isfinite(value) or value <= 0:
-            raise ModelError(f"{where}: metadata device.{key} is {value!r}, not a finite number > 0")
-    for dtype, value in device.peak_tflops.items():
-        if not math.isfinite(value) or value <= 0:
-            raise ModelError(f"{where}: metadata device.peak_tflops.{dtype} is {value!r}, not a finite number > 0")
+def check_device(device: DeviceInfo, where: str) -> None:
+    """The device numbers of a model's metadata are plausible (``predictor.schema.device_fault``), else ModelError."""
+    fault = device_fault(device)
+    if fault:
+        raise ModelError(f"{where}: {fault}")
 
 
-def _checked_metadata(folder: Path, expect_device: DeviceInfo | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(metadata, ranker section)`` after every check that needs no model file: versions, features, types, GPU."""
-    meta = read_metadata(folder)
+def _checked_metadata(folder: Path, expect_device: DeviceInfo | None,
+                      meta: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(metadata, ranker section)`` after every check that needs no model file: versions, features, types, GPU.
+    ``meta``: the folder's metadata already read (else it is read here)."""
+    meta = read_metadata(folder) if meta is None else meta
     where = str(folder)
     if meta.get("artifact_version") != ARTIFACT_VERSION:
         raise ModelError(f"{where}: artifact version {meta.get('artifact_version')!r}, this library reads {ARTIFACT_VERSION}")
@@ -261,7 +281,7 @@ def _checked_metadata(folder: Path, expect_device: DeviceInfo | None) -> tuple[d
         device = DeviceInfo.from_metadata(meta)
     except (TypeError, ValueError) as exc:
         raise ModelError(f"{where}: {_one_line(exc)}") from None
-    _check_device(device, where)
+    check_device(device, where)
     if expect_device is not None and not device.same_gpu(expect_device):
         raise ModelError(f"{where}: model was trained for {device.gpu} (cc {device.cc}); "
                          f"this device is {expect_device.gpu} (cc {expect_device.cc})")
@@ -279,14 +299,42 @@ def _verified_model_file(folder: Path, meta: dict[str, Any]) -> tuple[str, bytes
                          "(never a pickle)")
     path = folder / model_file
     try:
-        payload = path.read_bytes()
-    except OSError as exc:
-        raise ModelError(f"{path}: unreadable ({_one_line(exc)})") from None
+        payload = read_regular(path, MODEL_BYTES, "model file")
+    except MissingInput:
+        raise ModelError(f"{path}: unreadable (no such file)") from None
+    except InputError as exc:  # a FIFO, a device, a folder, a file over the cap
+        raise ModelError(str(exc)) from None
     digest = _sha256(payload)
     if digest != meta.get("model_sha256"):
         raise ModelError(f"{path}: sha256 {digest[:12]}... does not match the metadata's "
                          f"{str(meta.get('model_sha256'))[:12]}...; the file is corrupt or was changed")
     return model_file, payload
+
+
+_PAIR_READS = 5  # reads of (metadata, model file) before a mismatch is taken for a corrupt folder
+
+
+def _checked_pair(folder: Path, expect_device: DeviceInfo | None) -> tuple[dict[str, Any], dict[str, Any], str, bytes]:
+    """``(metadata, ranker section, model file name, its bytes)`` of one version of the folder, every check passed.
+
+    ``train`` swaps a whole new folder in while others may be loading it: a reader can take the metadata of one
+    version and the model file of the next (a sha256 mismatch that is no corruption). So a mismatch, or a model file
+    gone, is read again while the metadata keeps changing under it; a mismatch with the same metadata read twice is
+    a corrupt folder."""
+    for attempt in range(_PAIR_READS):
+        raw, meta = _read_metadata(folder)
+        meta, spec = _checked_metadata(folder, expect_device, meta)
+        try:
+            model_file, payload = _verified_model_file(folder, meta)
+            return meta, spec, model_file, payload
+        except ModelError:
+            try:
+                again = _read_metadata(folder)[0]
+            except ModelError:
+                again = None  # the folder was between versions: read it again
+            if again == raw or attempt == _PAIR_READS - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
@@ -296,7 +344,7 @@ def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
     capability) is refused. The ranker scores with ``DeviceInfo.from_metadata(metadata)``. This builds the
     trainable ranker (LightGBM, scikit-learn); the hook uses ``load_runtime_model``."""
     folder = Path(folder)
-    meta, spec = _checked_metadata(folder, expect_device)
+    meta, spec, model_file, payload = _checked_pair(folder, expect_device)
 
     from .rankers import make_ranker
 
@@ -304,7 +352,6 @@ def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
         ranker = make_ranker(spec.get("name"), **spec.get("params", {}))
     except (TypeError, ValueError) as exc:
         raise ModelError(f"{folder}: {_one_line(exc)}") from None
-    model_file, payload = _verified_model_file(folder, meta)
     try:
         ranker = _deserialise(ranker, model_file, payload, folder / model_file)
     except ModelTextError as exc:  # names the file and the first bad field already
@@ -329,14 +376,13 @@ def load_runtime_model(folder: str | Path, expect_device: DeviceInfo | None = No
     is not used: it is slower on one CPU thread (2400 choices: ~17 ms against the compiled walker's ~1.3 ms and
     the numpy walk's ~15 ms)."""
     folder = Path(folder)
-    meta, spec = _checked_metadata(folder, expect_device)
+    meta, spec, model_file, payload = _checked_pair(folder, expect_device)
     from .spaces.configs import warn_if_space_changed  # reads the installed torch's lists: the hook's loader only
 
     warn_if_space_changed(meta, str(folder))
     name = spec.get("name")
     if meta.get("model_file") != LGBM_FILE or name not in TEXT_FOREST_SIGNS:
         return load_model(folder, expect_device)
-    model_file, payload = _verified_model_file(folder, meta)
     try:
         ranker = TextForestRanker(name, parse_text_forest(payload, folder / model_file))
     except ModelTextError as exc:  # names the file and the first bad field already

@@ -11,7 +11,12 @@
 - Two processes writing one output: the first holds an exclusive lock (``claim_output``) for its whole run; the
   second fails at once with one line, before doing any work. The lock file is removed when the run ends.
 Nothing temporary is left behind when a run fails or is interrupted (a killed process's leftovers are removed
-by the next run that claims the same output).
+by the next run that claims the same output). A write that fails (a full disk) is one line naming the output.
+
+Inputs: every file a user may hand us (model files, metadata, per-GPU tables, datasets, documents) is read through
+``open_regular`` / ``read_regular`` / ``read_json``: a FIFO, a device (``/dev/zero`` behind a link), a folder or
+a socket where a file belongs is refused at once (a FIFO opened without O_NONBLOCK waits forever for a writer),
+and so is a file over its kind's size cap, before it is read (a 2 GB sparse file costs no time and no memory).
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ import logging
 import os
 import secrets
 import shutil
+import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any, BinaryIO
 
 try:
     import fcntl
@@ -40,6 +47,101 @@ log = logging.getLogger(__name__)
 
 class OutputError(ValueError):
     """An output path that cannot be written safely (one line naming it)."""
+
+
+class WriteFailed(OSError):
+    """A write that failed (a full disk, a quota), as one line naming the output; still an OSError (and its errno)
+    for callers that catch those."""
+
+    def __init__(self, path: Path, what: str, exc: OSError) -> None:
+        super().__init__(exc.errno, exc.strerror or _one_line(exc), str(path))
+        self.message = f"{path}: could not write {what} ({_one_line(exc)}); nothing was replaced"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InputError(ValueError):
+    """A file we were handed that cannot be read safely: not a regular file, over its size cap, or not parseable
+    (one line naming it)."""
+
+
+class MissingInput(InputError):
+    """No file at that path."""
+
+
+# Size caps per kind of file, each far above the largest one shipped (in parentheses) and far below what would
+# cost a compile seconds or gigabytes.
+METADATA_BYTES = 4 << 20  # metadata.json and the other small markers (14 KB)
+MODEL_BYTES = 64 << 20  # model.lgbm.txt, model.json (0.9 MB)
+TABLE_BYTES = 16 << 20  # per-GPU tables the runtime reads: gemv-blocks, few-rows (112 KB)
+DOCUMENT_BYTES = 64 << 20  # other JSON documents: agreement.json, lookup tables, ledgers, reports (132 KB)
+DATASET_BYTES = 1 << 30  # one parquet file (4.4 MB)
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+def _check_regular(path: str, st: os.stat_result, limit: int, what: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
+        raise InputError(f"{path}: not a regular file ({kind}); a {what} must be a plain file")
+    if st.st_size > limit:
+        raise InputError(f"{path}: {_size(st.st_size)}, more than a {what} may hold ({_size(limit)})")
+
+
+def open_regular(path: str | os.PathLike, limit: int, what: str = "file") -> BinaryIO:
+    """``path`` opened for binary reading, once it is a regular file of at most ``limit`` bytes; ``MissingInput``
+    when there is none, ``InputError`` (one line) for anything else. Links are followed (a link to a model file is
+    fine; a link to ``/dev/zero`` is a device). The open never blocks (O_NONBLOCK), and what was opened is checked
+    again, so a file swapped for a FIFO between the two looks is still refused."""
+    path = os.fspath(path)
+    try:
+        _check_regular(path, os.stat(path), limit, what)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise MissingInput(f"{path}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({_one_line(exc)})") from None
+    try:
+        _check_regular(path, os.fstat(fd), limit, what)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)  # a regular file: reads never wait; the flag was for the open alone
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str | os.PathLike, limit: int, what: str = "file") -> bytes:
+    """The bytes of ``path`` (``open_regular``'s checks); at most ``limit + 1`` bytes are ever read, so a file
+    that grows past its cap while read is refused too."""
+    with open_regular(path, limit, what) as handle:
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise InputError(f"{os.fspath(path)}: cannot be read ({_one_line(exc)})") from None
+    if len(data) > limit:
+        raise InputError(f"{os.fspath(path)}: grew past {_size(limit)} while read, more than a {what} may hold")
+    return data
+
+
+def parse_json(data: bytes, path: str | os.PathLike, what: str = "JSON file") -> Any:
+    """``json.loads(data)``; anything it raises (bad JSON, bad UTF-8, an integer of over 4300 digits, nesting deep
+    enough to exhaust the stack) is an ``InputError`` naming ``path``."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise InputError(f"{os.fspath(path)}: unreadable, not a {what} ({type(exc).__name__}: {_one_line(exc)})") from None
+
+
+def read_json(path: str | os.PathLike, limit: int, what: str = "JSON file") -> Any:
+    """The JSON document at ``path``, read by ``read_regular`` and parsed by ``parse_json``."""
+    return parse_json(read_regular(path, limit, what), path, what)
 
 
 @dataclass(frozen=True)
@@ -98,8 +200,8 @@ def _is_ours(folder: Path, kind: FolderKind) -> str | None:
         return f"exists and is not a {kind.name} (no {kind.marker}; it holds {', '.join(sorted(entries)[:3])}" + \
             (", ..." if len(entries) > 3 else "") + ")"
     try:
-        doc = json.loads((folder / kind.marker).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc = read_json(folder / kind.marker, METADATA_BYTES, kind.marker)
+    except InputError as exc:
         return f"exists and its {kind.marker} is unreadable ({_one_line(exc)}), so it is not a {kind.name} of ours"
     if not isinstance(doc, dict) or any(k not in doc for k in kind.keys):
         return f"exists and its {kind.marker} is not one we write, so it is not a {kind.name} of ours"
@@ -272,6 +374,19 @@ def _swap_in(tmp: Path, path: Path, kind: FolderKind) -> Path:
 
 
 @contextmanager
+def _named_write_errors(path: Path, tmp: Path, what: str) -> Iterator[None]:
+    """A write error (a full disk, a quota, a read-only file system) names the output, not just ``[Errno 28]``: an
+    OSError that names no file, or the staging one, becomes one line naming ``path``. Errors about other files (an
+    input read while writing) pass through as they are."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None and not os.fspath(exc.filename).startswith(os.fspath(tmp)):
+            raise
+        raise WriteFailed(path, what, exc) from None
+
+
+@contextmanager
 def staged_folder(path: str | os.PathLike, kind: FolderKind = MODEL) -> Iterator[Path]:
     """Yield an empty folder beside ``path``; when the block succeeds it becomes ``path`` in one atomic step
     (replacing a folder of ours, see the module doc). When it fails nothing of it is left."""
@@ -280,9 +395,13 @@ def staged_folder(path: str | os.PathLike, kind: FolderKind = MODEL) -> Iterator
         for leftover in _stale(path, "tmp"):  # a killed run's staging folder (the lock says none is running)
             shutil.rmtree(leftover, ignore_errors=True)
         tmp = _new_name(path, "tmp")
-        tmp.mkdir()
         try:
-            yield tmp
+            tmp.mkdir()
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot write beside it ({_one_line(exc)})") from None
+        try:
+            with _named_write_errors(path, tmp, f"the new {kind.name}"):
+                yield tmp
             try:
                 tmp = _swap_in(tmp, path, kind)
             except OSError as exc:
@@ -296,13 +415,17 @@ def staged_file(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a new, unique file path beside ``path``; when the block succeeds it is renamed over ``path``, when
     it fails it is removed."""
     path = check_output_file(path)
-    made = _make_parents(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # the umask applies, as to any new file
+    try:
+        made = _make_parents(path.parent)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot make its folder ({_one_line(exc)})") from None
     ok = False
     try:
-        yield tmp
-        os.replace(tmp, path)
+        with _named_write_errors(path, tmp, "it"):
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # the umask applies, as to any new file
+            yield tmp
+            os.replace(tmp, path)
         ok = True
     finally:
         if not ok:

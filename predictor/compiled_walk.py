@@ -13,8 +13,8 @@ compile with few GEMMs, which would save less than it costs, loses nothing. A ca
 Loading a library runs its code, and its name can be computed by anyone: the cache folder is created 0700, and a
 folder or library that is not owned by this user, or that group or others may write, is never loaded from (the
 walker is then built in a private temporary folder for this process). The sha256 of the built library is kept
-beside it (``.sha256``) and checked on the very bytes that are loaded (a private copy of them), so a damaged or
-swapped file is rebuilt once, never loaded.
+beside it (``.sha256``) and checked on the very bytes that are loaded (a private copy of them, beside it or, in a
+read-only cache, in a private temporary folder), so a damaged or swapped file is rebuilt once, never loaded.
 Anything that fails (no compiler, a compile error, an unwritable cache, a library that does not load, a forest the
 walker does not support) makes ``compiled_forest`` return False, and ``TextForest`` walks in numpy.
 ``GEMM_PREDICTOR_TREE_WALK=numpy`` forces numpy; ``$CC`` names the compiler (default ``cc``).
@@ -82,10 +82,18 @@ def _unsafe(st: os.stat_result, what: str) -> str | None:
 
 
 def _shared_cache() -> Path | None:
-    """The per-user cache folder (made 0700 when new), or None when it cannot be made or must not be trusted."""
+    """The per-user cache folder (made 0700 when new), or None when it cannot be made or must not be trusted.
+
+    Only its last two levels are made, under a folder that exists: the home folder (``.cache`` and
+    ``gemm-predictor`` in it), or the folder holding ``$XDG_CACHE_HOME``. A HOME that does not exist (a service
+    account's ``/nonexistent``) gets no folders made for it, least of all as root: the walker is built in a private
+    temporary folder instead."""
     folder = cache_dir()
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        base = folder.parent.parent
+        if not base.is_dir():
+            raise FileNotFoundError(f"{base} does not exist")
+        folder.parent.mkdir(mode=0o700, exist_ok=True)
         folder.mkdir(mode=0o700, exist_ok=True)
         why = _unsafe(os.lstat(folder), f"the cache folder {folder}")
     except OSError as exc:
@@ -190,7 +198,10 @@ def _open(path: Path) -> Any:
         recorded = None
     if hashlib.sha256(data).hexdigest() != recorded:
         raise UnsafeLibrary("its sha256 does not match the one recorded when it was built")
-    copy_fd, copy = tempfile.mkstemp(prefix=path.stem + ".", suffix=".load.tmp.so", dir=path.parent)
+    try:
+        copy_fd, copy = tempfile.mkstemp(prefix=path.stem + ".", suffix=".load.tmp.so", dir=path.parent)
+    except OSError:  # a read-only cache (a shared image's): the copy goes to this process's own folder
+        copy_fd, copy = tempfile.mkstemp(prefix=path.stem + ".", suffix=".load.tmp.so", dir=_private_folder())
     try:
         with open(copy_fd, "wb") as handle:
             handle.write(data)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .atomic import MODEL_BYTES, InputError, read_regular
 from .compiled_walk import CompiledForest, compiled_forest
 from .features import feature_matrix, model_feature_count
 
@@ -189,6 +190,11 @@ _FLOAT_LIST = re.compile(rf"(?:{_FLOAT}(?: {_FLOAT})*)?")
 _THRESHOLD = rf"(?:{_FLOAT}|-?inf)"
 _THRESHOLD_LIST = re.compile(rf"(?:{_THRESHOLD}(?: {_THRESHOLD})*)?")
 _MAX_LEAVES = 1 << 17  # LightGBM's own num_leaves limit
+# A forest's size: the shipped models hold 250 trees of at most 31 leaves (15,250 slots). Past these caps a model
+# would cost seconds at every GEMM (10^6 one-leaf trees: 0.35-1.8 s) or gigabytes of arrays (``TextForest`` pads
+# every tree to the widest: one tree of 2^17 leaves beside 10^4 small ones is 2.6e9 slots), so it is refused.
+MAX_TREES = 10_000
+MAX_SLOTS = 1 << 21  # trees x (the widest tree's splits + leaves): ~0.35 GB of walk arrays
 # per-tree lists: (key, per leaf or per split, integers, required)
 _TREE_LISTS = (
     ("split_feature", "node", True, True), ("split_gain", "node", False, True), ("threshold", "node", False, True),
@@ -333,6 +339,9 @@ def check_model_text(payload: bytes | str, path: str | Path = "<text>") -> tuple
                              f"{len(names)} features")
     if not re.fullmatch(r"[a-z_]+(?: [a-z_]+:[-+0-9.eE]+)*", header.get("objective", "regression")):
         raise ModelTextError(f"{path}: header objective: {header['objective']!r:.40} is not an objective")
+    if header["tree_sizes"].count(" ") >= MAX_TREES:
+        raise ModelTextError(f"{path}: header tree_sizes: {header['tree_sizes'].count(' ') + 1} trees, more than "
+                             f"this reader takes ({MAX_TREES})")
     sizes = _numbers(header, "tree_sizes", True, path, "header")
     if not len(sizes) or (sizes <= 0).any():
         raise ModelTextError(f"{path}: header tree_sizes: empty or not positive")
@@ -352,12 +361,20 @@ def check_model_text(payload: bytes | str, path: str | Path = "<text>") -> tuple
     for line in text[offset:].splitlines()[1:]:
         if not _TRAILER_LINE.fullmatch(line):
             raise ModelTextError(f"{path}: after the trees: line {line[:40]!r} is not one LightGBM writes")
+    widest = max(len(t["leaf_value"]) for t in trees)
+    if len(trees) * 2 * widest > MAX_SLOTS:
+        raise ModelTextError(f"{path}: header tree_sizes: {len(trees)} trees of up to {widest} leaves, more than this "
+                             f"reader takes ({MAX_SLOTS} slots: trees x the widest tree's splits and leaves)")
     return header, trees
 
 
 def load_text_forest(path: str | Path) -> TextForest:
     """Parse ``model.lgbm.txt``; a ModelTextError naming the file for anything this reader does not support."""
-    return parse_text_forest(Path(path).read_bytes(), path)
+    try:
+        payload = read_regular(path, MODEL_BYTES, "model file")
+    except InputError as exc:
+        raise ModelTextError(str(exc)) from None
+    return parse_text_forest(payload, path)
 
 
 def parse_text_forest(text: str | bytes, path: str | Path = "<text>") -> TextForest:

@@ -18,19 +18,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .atomic import staged_file
+from .atomic import DATASET_BYTES, InputError, open_regular, staged_file
 from .candidate import CANDIDATE_FIELDS, FAMILIES, Candidate
-from .problem import PROBLEM_FIELDS, problem_id
+from .device import DeviceInfo
+from .problem import DTYPE_BYTES, DTYPES, LAYOUTS, OPS, PROBLEM_FIELDS, problem_id
 
 if TYPE_CHECKING:  # imported where used: the hook reads SCHEMA_VERSION and must not pay for pandas and pyarrow
     import pandas as pd
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "compile_error", "resources", "timeout", "wrong_result")
@@ -61,6 +64,11 @@ ROW_KEY_OPTIONAL = ("collector", "space", "hint")
 FOOTER_DIGEST = "footer_sha256"
 # The longest time a row may hold: no GEMM kernel runs for a minute; a larger number is a unit or encoding error.
 MAX_TIME_US = 6e7
+# The shortest: one nanosecond, two cycles of a 2 GHz clock. An empty kernel's launch alone takes microseconds, so
+# a smaller time (5e-324, a subnormal) is a unit or encoding error too; and it would dominate every ratio it enters.
+MIN_TIME_US = 1e-3
+# The values a text column may hold (the problem's vocabulary, ``predictor.problem``): anything else is a misread.
+VOCABULARY = {"op": OPS, "dtype": DTYPES, "out_dtype": tuple(DTYPE_BYTES), "layout_a": LAYOUTS, "layout_b": LAYOUTS}
 
 assert set(PROBLEM_FIELDS) <= set(COLUMNS) and set(CANDIDATE_FIELDS) <= set(COLUMNS)
 
@@ -90,7 +98,17 @@ def validate_frame(df: pd.DataFrame, source: str = "<frame>") -> pd.DataFrame:
     bad_collector = set(pd.unique(df["collector"])) - set(COLLECTORS)
     if bad_collector:
         raise DatasetError(f"{source}: unknown collector values {sorted(bad_collector)}")
+    for column, allowed in VOCABULARY.items():
+        unknown = set(map(str, pd.unique(df[column]))) - set(allowed)
+        if unknown:
+            raise DatasetError(f"{source}: unknown {column} values {sorted(unknown)[:5]} (expected one of "
+                               f"{', '.join(allowed)})")
     types = {c: t for c, t in {**COLUMNS, **OPTIONAL_COLUMNS}.items() if c in df.columns}
+    for column, kind in types.items():  # astype would cut 512.7 to 512: a size that was never measured
+        if kind == "int64" and pd.api.types.is_float_dtype(df[column]):
+            values = df[column].to_numpy(dtype=np.float64, na_value=np.nan)
+            fractional = np.isfinite(values) & (values != np.floor(values))
+            _first_bad(df, fractional, column, source, "an integer column holds whole numbers")
     try:
         df = df.astype(types)
     except (TypeError, ValueError) as exc:
@@ -101,6 +119,8 @@ def validate_frame(df: pd.DataFrame, source: str = "<frame>") -> pd.DataFrame:
         raise DatasetError(f"{source}: infinite time_us or time_us_iqr (a failed measurement has status != ok and no time)")
     if (np.isnan(time_us[ok]) | (time_us[ok] <= 0)).any():
         raise DatasetError(f"{source}: rows with status ok must have a positive time_us")
+    _first_bad(df, ok & (time_us < MIN_TIME_US), "time_us", source,
+               f"an ok time is at least {MIN_TIME_US} us (a nanosecond: no kernel runs faster)")
     _check_bounds(df, source)
     _check_problems(df, source)
     check_unique_rows(df, source)
@@ -212,16 +232,14 @@ def _footer_digest(raw: Mapping[bytes, bytes], schema: pa.Schema, num_rows: int)
     return digest.hexdigest()
 
 
-def _checked_schema(path: Path, num_rows: int | None = None) -> pa.Schema:
+def _checked_schema(path: Path, file: pq.ParquetFile, num_rows: int | None = None) -> pa.Schema:
     """The file's Arrow schema (with the metadata pyarrow reads back) after checking ``footer_sha256``.
 
     The footer holds the metadata twice (parquet key-values and the serialised Arrow schema, which pyarrow
     prefers); a digest in either copy must match what is read, so a damaged copy of the digest's own key
     cannot switch the check off. ``num_rows``: the rows actually read (default: the footer's count)."""
-    import pyarrow.parquet as pq
-
-    footer = pq.read_metadata(path)
-    schema = pq.read_schema(path)
+    footer = file.metadata
+    schema = file.schema_arrow
     raw = schema.metadata or {}
     rows = footer.num_rows if num_rows is None else num_rows
     if rows != footer.num_rows:
@@ -237,6 +255,40 @@ def _checked_schema(path: Path, num_rows: int | None = None) -> pa.Schema:
     return schema
 
 
+def device_fault(device: DeviceInfo) -> str | None:
+    """What is implausible in a device section (None: nothing). The numbers the features divide by and compare
+    against must be finite and positive: a NaN bandwidth turns every roofline feature into NaN, which the trees
+    send one fixed way; a zero divides by zero. Datasets and models are checked alike."""
+    for key in ("sm_count", "smem_per_block", "l2_bytes", "mem_bandwidth_gbs"):
+        value = getattr(device, key)
+        if not _finite(value) or value <= 0:
+            return f"metadata device.{key} is {value!r:.40}, not a finite number > 0"
+    for dtype, value in device.peak_tflops.items():
+        if not _finite(value) or value <= 0:
+            return f"metadata device.peak_tflops.{dtype} is {value!r:.40}, not a finite number > 0"
+    return None
+
+
+def _finite(value: float) -> bool:
+    return isinstance(value, int) or math.isfinite(value)  # an int is finite (and may be too large for a float)
+
+
+def check_dataset_device(meta: Mapping[str, Any], source: str) -> DeviceInfo | None:
+    """The device a dataset's metadata describes, checked (``device_fault``) for use in features (training): None
+    when it has no device section (a file of another tool). Not part of every read: a collector that measures no
+    bandwidth records 0 (Inductor's own timings, ``inductor.parquet``), which is fine for what reads those rows."""
+    if "device" not in meta:
+        return None
+    try:
+        device = DeviceInfo.from_metadata(dict(meta))
+    except (TypeError, ValueError) as exc:
+        raise DatasetError(f"{source}: {(str(exc).splitlines() or [''])[0][:160]}") from None
+    fault = device_fault(device)
+    if fault:
+        raise DatasetError(f"{source}: {fault}; the features of every row would be wrong")
+    return device
+
+
 def _decode(raw: Mapping[bytes, bytes]) -> dict[str, Any]:
     return {k.decode(): json.loads(v) for k, v in raw.items()
             if not k.startswith((b"pandas", b"ARROW")) and k != FOOTER_DIGEST.encode()}
@@ -250,15 +302,22 @@ def read_parquet(path: str | Path, columns: list[str] | None = None, what: str =
 
     path = Path(path)
     try:
-        # one thread: a corrupt page read by the thread pool can abort the interpreter at exit (pyarrow 26)
-        table = pq.read_table(path, columns=columns, page_checksum_verification=True, use_threads=False)
-        raw = _checked_schema(path, table.num_rows).metadata
+        # one open of a regular file under the cap (a FIFO would block pyarrow's open forever), read once
+        with open_regular(path, DATASET_BYTES, what) as handle:
+            file = pq.ParquetFile(handle, page_checksum_verification=True)
+            # one thread: a corrupt page read by the thread pool can abort the interpreter at exit (pyarrow 26)
+            table = file.read(columns=columns, use_threads=False)
+            raw = _checked_schema(path, file, table.num_rows).metadata
+        # the footer holds the metadata twice; the table carries the copy just verified (pandas reads it back)
+        table = table.replace_schema_metadata(raw)
         if not raw:  # pyarrow and pandas always write some: none at all is a damaged footer (or not a file of ours)
             raise DatasetError(f"{path}: corrupt or not a {what}: its footer holds no metadata")
         meta = _decode(raw)
     except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: bad JSON or text in the metadata
         if isinstance(exc, DatasetError):
             raise
+        if isinstance(exc, InputError):
+            raise DatasetError(str(exc)) from None
         text = (str(exc).splitlines() or [""])[0][:160]
         raise DatasetError(f"{path}: corrupt or not a readable {what} ({type(exc).__name__}: {text})") from None
     return table, meta
@@ -281,13 +340,17 @@ def write_parquet(table: pa.Table, path: str | Path) -> Path:
 def file_metadata(path: str | Path) -> dict[str, Any]:
     """A dataset file's metadata (JSON values), its ``footer_sha256`` verified."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     path = Path(path)
     try:
-        return _decode(_checked_schema(path).metadata or {})
+        with open_regular(path, DATASET_BYTES, "parquet dataset") as handle:
+            return _decode(_checked_schema(path, pq.ParquetFile(handle)).metadata or {})
     except (pa.ArrowException, OSError, ValueError) as exc:
         if isinstance(exc, DatasetError):
             raise
+        if isinstance(exc, InputError):
+            raise DatasetError(str(exc)) from None
         raise DatasetError(f"{path}: corrupt or not a readable parquet dataset ({type(exc).__name__})") from None
 
 
@@ -356,7 +419,10 @@ def file_sha256(path: str | Path) -> str:
     path = Path(path)
     files = sorted(path.glob("*.parquet")) if path.is_dir() else [path]
     for file in files:
-        with open(file, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        try:
+            with open_regular(file, DATASET_BYTES, "parquet dataset") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        except InputError as exc:
+            raise DatasetError(str(exc)) from None
     return digest.hexdigest()

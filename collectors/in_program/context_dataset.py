@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from predictor.atomic import DOCUMENT_BYTES, read_json
 from predictor.problem import Problem
 from predictor.runtime.policy import DECIDE_MIN_GAP
 from predictor.schema import DatasetError, read_parquet, write_parquet
@@ -69,7 +70,7 @@ def read_context(path: str | Path) -> pd.DataFrame:
 
 def rows_of(folder: str | Path) -> pd.DataFrame:
     """One row per GEMM of an in-program folder's ``agreement.json`` (resolved or not), with the problem's fields."""
-    doc = json.loads((Path(folder) / "agreement.json").read_text())
+    doc = read_json(Path(folder) / "agreement.json", DOCUMENT_BYTES, "agreement.json")  # never blocks on a FIFO
     rows = []
     for g in doc["gemms"]:
         problem = problem_of(g)

@@ -24,11 +24,14 @@ left-out model's GEMMs (recorded gaps). Several ``--inprog`` folders are pooled.
 from __future__ import annotations
 
 import argparse
+import ast
+import dataclasses
 import functools
-import json
+import sys
 from pathlib import Path
 
 from predictor.artifacts import load_runtime_model
+from predictor.atomic import DOCUMENT_BYTES, read_json
 from predictor.device import DeviceInfo
 from predictor.features import runtime_feature_matrix
 from predictor.problem import Problem
@@ -57,9 +60,32 @@ def counted(summary: dict, models: set[str] | None = None) -> list[dict]:
             if g.get("resolved", True) and (models is None or g["model"] in models)]
 
 
+_PROBLEM_FIELDS = {f.name for f in dataclasses.fields(Problem)}
+
+
 def problem_of(gemm: dict) -> Problem:
-    """The Problem of an ``agreement.json`` GEMM (the harness writes its repr)."""
-    return eval(gemm["problem"], {"Problem": Problem})  # noqa: S307 -- the harness's own repr of a Problem
+    """The Problem of an ``agreement.json`` GEMM. The harness writes its repr (``Problem(op='mm', m=1, ...)``),
+    which is read as data: one call of ``Problem`` with keyword arguments whose values are literals, each a field of
+    Problem; anything else (a name, an attribute, another call) is refused with one line. Never evaluated: the file
+    is text a user may be handed."""
+    text = gemm.get("problem") if isinstance(gemm, dict) else None
+    shown = repr(text)[:80]
+    try:
+        if not isinstance(text, str):
+            raise ValueError("not a string")
+        call = ast.parse(text, mode="eval").body
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "Problem"
+                and not call.args):
+            raise ValueError("not Problem(field=value, ...)")
+        fields = {}
+        for keyword in call.keywords:
+            if keyword.arg not in _PROBLEM_FIELDS or keyword.arg in fields:
+                raise ValueError(f"{keyword.arg!r} is not a field of Problem (or comes twice)")
+            fields[keyword.arg] = ast.literal_eval(keyword.value)  # literals only: no names, calls or attributes
+        return Problem(**fields)
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"agreement.json problem {shown}: not a Problem ({type(exc).__name__}: "
+                         f"{(str(exc).splitlines() or [''])[0][:120]})") from None
 
 
 def recorded_takes_triton(problem: Problem, recorded_gap: float, gap: float, gap_only: bool = False) -> bool:
@@ -109,7 +135,11 @@ def leave_one_model_out(summary: dict, tolerance: float, gaps: tuple[float, ...]
 
 def pooled(folders: list[str]) -> dict:
     """The agreement.json of several in-program folders as one (their GEMMs together; one tolerance)."""
-    docs = [json.loads((Path(f) / "agreement.json").read_text()) for f in folders]
+    docs = [read_json(Path(f) / "agreement.json", DOCUMENT_BYTES, "agreement.json") for f in folders]
+    for f, d in zip(folders, docs):
+        if not (isinstance(d, dict) and isinstance(d.get("gemms"), list) and "tolerance" in d):
+            raise ValueError(f"{Path(f) / 'agreement.json'}: not an in-program agreement document (no gemms list "
+                             "and tolerance)")
     if len({d["tolerance"] for d in docs}) > 1:
         raise SystemExit(f"--inprog folders measured with different tolerances: {[d['tolerance'] for d in docs]}")
     return {"tolerance": docs[0]["tolerance"], "gemms": [g for d in docs for g in d["gemms"]]}
@@ -126,7 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gap-only", action="store_true",
                    help="recorded gaps against --gap alone, without the policy's floors (the policy before the gap -2.5 runs)")
     args = p.parse_args(argv)
-    summary = pooled(args.inprog)
+    try:
+        summary = pooled(args.inprog)
+        for g in summary["gemms"]:
+            problem_of(g)  # every problem read before any work: a bad one is one line, never a traceback
+    except ValueError as exc:  # InputError too (a FIFO, a file over the cap, bad JSON)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     models = set(args.models.split(",")) if args.models else None
     if args.gap_only and args.model:
         p.error("--gap-only applies to the recorded gaps; drop --model")

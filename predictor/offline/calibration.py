@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..atomic import DOCUMENT_BYTES, InputError, read_json
+
 log = logging.getLogger(__name__)
 
 CALIBRATION_DIR = "calibration"
@@ -38,16 +40,18 @@ class Ledger:
         self.runs: list[dict[str, Any]] = []
         self.labelled: dict[str, float] = {}
         self.settings: dict[str, Any] = {}
-        if self.path.exists():
-            try:
-                doc = json.loads(self.path.read_text())
+        if os.path.lexists(self.path):
+            try:  # a regular file under the cap (a FIFO would wait forever), parsed as JSON
+                doc = read_json(self.path, DOCUMENT_BYTES, "calibration ledger")
                 if doc.get("ledger_version") != LEDGER_VERSION:
                     raise ValueError(f"ledger_version {doc.get('ledger_version')!r}, expected {LEDGER_VERSION}")
                 self.spent_s = float(doc["spent_s"])
                 self.runs = list(doc["runs"])
                 self.labelled = {str(k): float(v) for k, v in doc["labelled"].items()}
                 self.settings = dict(doc.get("settings", {}))
-            except (ValueError, KeyError, TypeError) as exc:
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise ValueError(f"{self.path}: unreadable calibration ledger ({exc})") from None
 
     def start_run(self) -> None:

@@ -37,6 +37,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..atomic import DOCUMENT_BYTES, OutputError, check_output_file, claim_output, read_regular, write_text
+
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
@@ -146,14 +148,20 @@ def _json_safe(options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+def check_table_out(out_path: str | os.PathLike) -> Path:
+    """The table's output path, checked before any work (a compile takes minutes): a folder, a filesystem root, a
+    folder we may not write in (``predictor.atomic.check_output_file``), or an existing file that is not a table
+    exported here (a dataset, a model file, anything of the user's) is refused with one line; an earlier export
+    (or an empty file) is replaced."""
+    path = check_output_file(out_path)
+    if os.path.lexists(path) and path.stat().st_size:
+        try:
+            read_table_file(path)
+        except ValueError as exc:
+            raise OutputError(f"{path}: exists and is not a lookup table written by gemm-predictor export "
+                              f"({str(exc).removeprefix(f'{path}: ')[:120]}); choose a new path (nothing was "
+                              "written)") from None
+    return path
 
 
 def export_table(fn_or_module: Any, example_inputs: Any, out_path: str | os.PathLike, *, model_name: str | None = None,
@@ -169,13 +177,24 @@ def export_table(fn_or_module: Any, example_inputs: Any, out_path: str | os.Path
     nothing, so nothing would be recorded); the hook it installs is removed afterwards. ``device_key=False``
     writes device-agnostic keys (the table then also applies on other GPUs). ValueError when no GEMM could be keyed
     (Inductor keys CUDA GEMMs only), or when ``tune`` is given (a table holds one decision per GEMM; under ``tune``
-    Inductor's benchmark picks among several at compile time, after the hook has recorded them)."""
+    Inductor's benchmark picks among several at compile time, after the hook has recorded them). The output is
+    checked (``check_table_out``) and claimed before the compile."""
+    if compile_kwargs.get("tune") is not None:
+        raise ValueError("export_table records one decision per GEMM; tune= leaves the pick to Inductor's benchmark")
+    out = check_table_out(out_path)
+    # the claim (as train's, evaluate's and calibrate's): a second export to this path fails at once, before its
+    # compile, instead of both printing "wrote" and the last one winning
+    with claim_output(out):
+        check_table_out(out)  # again, now that it is ours alone
+        return _export_table(fn_or_module, example_inputs, out, model_name=model_name, device_key=device_key,
+                             key_choices=key_choices, **compile_kwargs)
+
+
+def _export_table(fn_or_module: Any, example_inputs: Any, out_path: Path, *, model_name: str | None,
+                  device_key: bool, key_choices: Any, **compile_kwargs: Any) -> dict[str, Any]:
     import torch
 
     from ..runtime import compiling, installing
-
-    if compile_kwargs.get("tune") is not None:
-        raise ValueError("export_table records one decision per GEMM; tune= leaves the pick to Inductor's benchmark")
 
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     options = {**(compile_kwargs.pop("options", None) or {}), "fx_graph_cache": False}
@@ -237,19 +256,20 @@ def export_table(fn_or_module: Any, example_inputs: Any, out_path: str | os.Path
                   "single_choice": sum(len(v) == 1 for v in table.values()),
                   "by_template": dict(Counter(e["template_id"] for v in table.values() for e in v))},
     }
-    _write_atomic(Path(out_path), json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    write_text(out_path, json.dumps(doc, indent=1, sort_keys=False) + "\n")
     return doc
 
 
 def read_table_file(path: str | os.PathLike) -> dict[str, Any]:
     """The whole exported document, checked for shape; ValueError (one line) otherwise."""
     path = Path(path)
+    data = read_regular(path, DOCUMENT_BYTES, "lookup table")  # InputError (a ValueError): missing, a FIFO, too big
     try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file") from None
+        doc = json.loads(data)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:  # bad UTF-8, an integer of thousands of digits, deep nesting
+        raise ValueError(f"{path}: not JSON ({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:120]})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("table"), dict):
         raise ValueError(f"{path}: not a gemm-predictor lookup table (no 'table' object)")
     if doc.get("schema_version") != SCHEMA_VERSION:
@@ -292,6 +312,8 @@ def load_program(spec: str) -> tuple[Any, tuple]:
     is_file = spec.endswith(".py") or path.is_file()
     if is_file and not path.is_file():
         raise ValueError(f"--program {spec}: no such file")
+    if is_file and path.suffix != ".py":  # importlib finds no loader for another suffix
+        raise ValueError(f"--program {spec}: not a .py file; give a Python file or an importable module name")
     try:
         if is_file:
             name = "_gemm_predictor_program_" + re.sub(r"\W", "_", path.stem)
@@ -328,6 +350,8 @@ def export_program(spec: str, out_path: str | os.PathLike, **kwargs: Any) -> dic
     inference deployment; production must run it the same way for the keys to match)."""
     import torch
 
-    model, inputs = load_program(spec)
-    with torch.no_grad():
-        return export_table(model, inputs, out_path, model_name=kwargs.pop("model_name", spec), **kwargs)
+    out = check_table_out(out_path)  # before the program is even imported
+    with claim_output(out):
+        model, inputs = load_program(spec)
+        with torch.no_grad():
+            return export_table(model, inputs, out, model_name=kwargs.pop("model_name", spec), **kwargs)

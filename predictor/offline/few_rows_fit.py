@@ -27,7 +27,8 @@ from typing import Any
 
 import pandas as pd
 
-from predictor.runtime.few_rows import ROWS, choose, config_name, geomean, read_table
+from predictor.atomic import check_output_file, claim_output, write_text
+from predictor.runtime.few_rows import ROWS, choose, config_name, geomean, parse_table
 
 KIND = "few_rows_labels"
 SHORTLIST = 3  # configs a table keeps (``shortlist``)
@@ -139,11 +140,9 @@ def write_table(probs: list[dict[str, Any]], path: Path, metadata: dict[str, Any
     payload = {"what": "few-rows kernel block configs per labelled weight (predictor.runtime.few_rows)",
                "dataset": dataset, **{k: metadata.get(k) for k in ("gpu", "cc", "torch", "triton")},
                "problems": probs}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload, separators=(",", ":")) + "\n")
-    tmp.replace(path)
-    read_table(path)  # what the runtime will read
+    text = json.dumps(payload, separators=(",", ":")) + "\n"
+    parse_table(text.encode(), path)  # what the runtime will read, before it replaces anything
+    write_text(path, text)  # a unique staged file beside it, renamed over it (predictor.atomic)
 
 
 def _problems_of(dataset: str, rows: int = ROWS) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -166,6 +165,14 @@ def run(dataset: str, out: str | None, repeat: str | None = None, rows: int = RO
     if rows != ROWS and (out or repeat):
         raise ValueError(f"rows {rows}: the runtime serves {ROWS} rows; a {rows}-row tier is a report only "
                          "(no --out, no --repeat)")
+    if out:  # checked and claimed before any work
+        out = check_output_file(out)
+        with claim_output(out):
+            return _run(dataset, out, repeat, rows)
+    return _run(dataset, None, repeat, rows)
+
+
+def _run(dataset: str, out: Path | None, repeat: str | None, rows: int) -> str:
     probs, meta = _problems_of(dataset, rows)
     repeated = None
     if repeat:
@@ -175,7 +182,7 @@ def run(dataset: str, out: str | None, repeat: str | None = None, rows: int = RO
                              "a repeat is the same GPU's")
     kept = shortlist(probs)
     if out:
-        write_table(restricted(probs, kept), Path(out), meta, dataset)
+        write_table(restricted(probs, kept), out, meta, dataset)
     result = held_out(probs, rows_served=rows)
     taken = result[result["choice"] != "cuBLAS"]
     counts = ", ".join(map(str, sorted({m for p in probs for m in p["m"]})))

@@ -29,9 +29,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from predictor.atomic import check_output_file, claim_output, write_text
 from predictor.offline.gemv_eval import read_labels
 from predictor.runtime.gemv import takes_reduction, takes_reduction_by_table
-from predictor.runtime.gemv_blocks import K_TAIL_EXPONENT, MIN_K, GemvKernel, ranked_configs
+from predictor.runtime.gemv_blocks import K_TAIL_EXPONENT, MIN_K, GemvKernel, parse_table, ranked_configs
 
 KIND = "gemv_block_labels"
 ATEN, DEFAULT = "aten/plain", "gemv/reduction"
@@ -137,20 +138,27 @@ def write_table(probs: pd.DataFrame, path: Path, metadata: dict[str, Any], datas
     payload = {"what": "GEMV reduction blocks per labelled problem (predictor.runtime.gemv_blocks)",
                "dataset": dataset, **{k: metadata.get(k) for k in ("gpu", "cc", "torch", "triton")},
                "problems": table_rows(probs)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload, indent=1) + "\n")
-    tmp.replace(path)
+    text = json.dumps(payload, indent=1) + "\n"
+    parse_table(text.encode(), path)  # what the runtime will read, before it replaces anything
+    write_text(path, text)  # a unique staged file beside it, renamed over it (predictor.atomic)
 
 
 def run(dataset: str, out: str | None) -> str:
-    """The markdown report (and the table written to ``out`` when given)."""
+    """The markdown report (and the table written to ``out`` when given: checked and claimed before any work)."""
+    if out:
+        out = check_output_file(out)
+        with claim_output(out):
+            return _run(dataset, out)
+    return _run(dataset, None)
+
+
+def _run(dataset: str, out: Path | None) -> str:
     frame = read_labels(dataset, KIND)
     probs = problems(frame)
     if probs.empty:
         raise ValueError(f"{dataset}: no problem has both cuBLAS and block-config timings")
     if out:
-        write_table(probs, Path(out), frame.attrs["metadata"], dataset)
+        write_table(probs, out, frame.attrs["metadata"], dataset)
     meta = frame.attrs["metadata"]
     lines = [f"GEMV blocks: {len(probs)} problems, {meta.get('gpu')}, torch {meta.get('torch')}",
              "", "oracle@1 (geomean; 1.0 = always the fastest measured candidate):", "",

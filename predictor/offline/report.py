@@ -5,13 +5,14 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from ..atomic import REPORT, check_output_folder, staged_folder
+from ..atomic import DOCUMENT_BYTES, REPORT, InputError, check_output_folder, read_json, staged_folder
 from .metrics import FAILED_FLOOR, HEADLINE, METRIC_COLUMNS, SIZE_BANDS, EvaluationError, EvaluationResult
 from .plots import plot_family_confusion, plot_fraction_vs_size, plot_oracle_curves
 
@@ -220,12 +221,12 @@ def load_metrics(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
         path = where = Path(source)
         if path.is_dir():
             path = path / "metrics.json"
-        if not path.exists():
+        if not os.path.lexists(path):
             raise EvaluationError(f"{path}: no such metrics file")
-        try:
-            doc = json.loads(path.read_text())
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise EvaluationError(f"{path}: not a metrics.json document ({exc})") from None
+        try:  # a regular file under the cap (a FIFO would wait forever), parsed as JSON
+            doc = read_json(path, DOCUMENT_BYTES, "metrics.json document")
+        except InputError as exc:
+            raise EvaluationError(str(exc)) from None
         where = path
     rows = doc.get("metrics") if isinstance(doc, dict) else None
     if not isinstance(rows, list) or not all(isinstance(r, dict) and {"ranker", "k", "slice_kind", "slice"} <= set(r)

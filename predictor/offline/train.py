@@ -21,7 +21,7 @@ from ..device import DeviceInfo
 from .metrics import KS, RANDOM, finite_scores, per_problem_fraction, random_expectation, summarise
 from ..runtime.policy import problem_kind
 from ..rankers import BASELINES, RANKERS, make_ranker
-from ..schema import check_unique_rows, file_sha256, read_dataset, select_space
+from ..schema import check_dataset_device, check_unique_rows, file_sha256, read_dataset, select_space
 from ..spaces import SPACES
 from ..spaces.configs import space_metadata
 from .shipped import check_not_shipped
@@ -129,6 +129,9 @@ def load_training_rows(dataset: str | Path | list, space: str = "default") -> tu
         device = DeviceInfo.from_metadata(meta)
     except ValueError as exc:
         raise ValueError(f"{paths[0]}: {exc}") from None
+    # every feature divides by or compares with these numbers: a model fit on a zero bandwidth or a NaN peak is
+    # one the loaders refuse, so such data is refused here, before any fit
+    check_dataset_device(meta, str(paths[0]))
     for path, frame in zip(paths[1:], frames[1:]):
         other = frame.attrs.get("metadata", {}).get("gpu")
         if other != meta.get("gpu"):

@@ -7,7 +7,6 @@ The shipped models are the checkout's top-level ``models/`` folder; a wheel carr
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import METADATA_FILE, read_metadata
+from ..atomic import TABLE_BYTES, InputError, read_json
 from ..device import DeviceInfo
 
 log = logging.getLogger(__name__)
@@ -105,10 +105,10 @@ def table_path(gpu_name: str, roots: Sequence[Path], capability: str | None = No
         if slug.startswith(candidate.stem):  # "nvidia-h100-80gb-hbm3" uses nvidia-h100.json
             return candidate
     for candidate in tables if capability else ():
-        try:
-            if str(json.loads(candidate.read_text()).get("cc")) == capability:
+        try:  # a FIFO or an oversized file here is skipped (and warned about by the table's reader if chosen)
+            if str(read_json(candidate, TABLE_BYTES, f"{folder} table").get("cc")) == capability:
                 return candidate
-        except (OSError, ValueError):
+        except (InputError, AttributeError):  # AttributeError: JSON that is not an object
             continue
     return None
 

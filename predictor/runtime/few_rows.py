@@ -19,14 +19,14 @@ import contextlib
 import functools
 import hashlib
 import itertools
-import json
 import logging
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from .gemv_blocks import pow2_ceil
+from ..atomic import TABLE_BYTES, InputError, parse_json, read_regular
+from .gemv_blocks import check_positive, pow2_ceil
 from .table_patch import added_entries, decomposition_tables
 
 log = logging.getLogger(__name__)
@@ -77,18 +77,42 @@ DTYPES = ("float16", "bfloat16")  # the kernel multiplies on tensor cores; fp32 
 def read_table(path: Path) -> list[dict[str, Any]]:
     """The labelled weights of one table: ``n``, ``k``, ``m`` (row counts), ``cublas_us`` and ``times`` (config
     name -> us per row count). Raises ValueError naming the file when it is not such a table."""
+    return _read_table(path)[0]
+
+
+def _read_table(path: Path) -> tuple[list[dict[str, Any]], bytes]:
+    """``(problems, the file's bytes)``: one read, so the digest is of the very bytes the problems came from."""
     try:
-        problems = json.loads(Path(path).read_text())["problems"]
+        data = read_regular(path, TABLE_BYTES, "few-rows block table")
+    except InputError as exc:  # a FIFO (which would block every compile), a device, a file over the cap
+        raise ValueError(str(exc)) from None
+    return parse_table(data, path), data
+
+
+def parse_table(data: bytes, path: Path) -> list[dict[str, Any]]:
+    """``read_table`` of a file's bytes (``path`` only names it in errors)."""
+    try:
+        problems = parse_json(data, path, "few-rows block table")["problems"]
         for p in problems:
-            int(p["n"]), int(p["k"])
+            for key in ("n", "k"):
+                check_positive(p[key], key, integer=True)
+            for m in p["m"]:
+                check_positive(m, "m", integer=True)
             if len(p["cublas_us"]) != len(p["m"]):
                 raise ValueError("cublas_us and m differ in length")
+            for us in p["cublas_us"]:
+                check_positive(us, "cublas_us")
             for name, times in p["times"].items():
                 parse_config_name(name)
                 if len(times) != len(p["m"]):
                     raise ValueError(f"{name}: times and m differ in length")
+                for us in times:
+                    check_positive(us, f"times[{name!r}]")
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not a few-rows block table ({type(exc).__name__}: {exc})") from exc
+        text = (str(exc).splitlines() or [""])[0][:160]
+        raise ValueError(f"{path}: not a few-rows block table ({type(exc).__name__}: {text})") from None
     return problems
 
 
@@ -137,13 +161,13 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
     if path is None:
         return (), None
     try:
-        problems = read_table(path)
+        problems, data = _read_table(path)
     except ValueError as exc:
         log.warning("gemm-predictor: %s; GEMMs of a few rows keep cuBLAS", exc)
         return (), None
     rule = (f"whole K blocks;rows={ROWS};gain={MIN_GAIN};worst={MIN_WORST};distance={MAX_DISTANCE};"
             f"neighbours={NEIGHBOURS}").encode()
-    return tuple(problems), hashlib.sha256(path.read_bytes() + rule).hexdigest()[:16]
+    return tuple(problems), hashlib.sha256(data + rule).hexdigest()[:16]
 
 
 def _this_gpus_table() -> tuple[tuple[dict[str, Any], ...], str | None]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import logging
 import math
 import re
@@ -30,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
+from ..atomic import TABLE_BYTES, InputError, parse_json, read_regular
 from .table_patch import wrapped_attribute
 
 log = logging.getLogger(__name__)
@@ -124,16 +124,48 @@ def _itemsize(dtype: str) -> int:
 def read_table(path: Path) -> list[dict[str, Any]]:
     """The labelled problems of one table: ``n``, ``k``, ``dtype``, ``weights``, ``vector_loads`` and ``times``
     (block config name -> us). Raises ValueError naming the file when it is not such a table."""
+    return _read_table(path)[0]
+
+
+def _read_table(path: Path) -> tuple[list[dict[str, Any]], bytes]:
+    """``(rows, the file's bytes)``: one read, so the digest is of the very bytes the rows came from."""
     try:
-        rows = json.loads(Path(path).read_text())["problems"]
+        data = read_regular(path, TABLE_BYTES, "GEMV block table")
+    except InputError as exc:  # a FIFO (which would block every compile), a device, a file over the cap
+        raise ValueError(str(exc)) from None
+    return parse_table(data, path), data
+
+
+def parse_table(data: bytes, path: Path) -> list[dict[str, Any]]:
+    """``read_table`` of a file's bytes (``path`` only names it in errors)."""
+    try:
+        rows = parse_json(data, path, "GEMV block table")["problems"]
         for row in rows:
+            for key in ("n", "k", "weights", *(("vector_loads",) if "vector_loads" in row else ())):
+                check_positive(row[key], key, integer=True)
             _problem(row)
             for name, us in row["times"].items():
                 parse_config_name(name)
-                float(us)
+                check_positive(us, f"times[{name!r}]")
+            if "cublas_us" in row:
+                check_positive(row["cublas_us"], "cublas_us")
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"{path}: not a GEMV block table ({type(exc).__name__}: {exc})") from exc
+        raise ValueError(f"{path}: not a GEMV block table ({type(exc).__name__}: {_first_line(exc)})") from None
     return rows
+
+
+def check_positive(value: Any, key: str, integer: bool = False) -> None:
+    """A size or a time the choice takes logs and ratios of: a finite number > 0 (an integer for a size). A zero, a
+    negative or a NaN there would raise inside every compile that reads the table, or pick at random."""
+    number = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{key} is {value!r:.40}, not a {'whole' if integer else 'finite'} number > 0")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [""])[0][:160]
 
 
 def _problem(row: dict[str, Any]) -> GemvKernel:
@@ -258,13 +290,14 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
     sibling = table_path("", folders, capability, folder=TABLE_FOLDER, skip=path)
     files = [path] if sibling is None else [path, sibling]
     try:
-        own, *others = [read_table(f) for f in files]
+        (own, own_bytes), *others = [_read_table(f) for f in files]
     except ValueError as exc:
         log.warning("gemm-predictor: %s; GEMVs keep Inductor's default blocks", exc)
         return (), None
     # how the rows are read changes the blocks too: the K tail's weight, which configs may fit
     read_rule = f"k_tail_exponent={K_TAIL_EXPONENT};looped R0_BLOCK <= K".encode()
-    digest = hashlib.sha256(b"".join([*(f.read_bytes() for f in files), read_rule])).hexdigest()[:16]
+    digest = hashlib.sha256(b"".join([own_bytes, *(data for _, data in others), read_rule])).hexdigest()[:16]
+    others = [rows for rows, _ in others]
     return tuple(with_borrowed_forms(own, others)), digest
 
 
