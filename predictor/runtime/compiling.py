@@ -51,6 +51,7 @@ from .grouped_mm import grouped_mm_decided
 from .policy import DECIDE_MIN_GAP
 from .settings import HookSettings
 from .size_ranges import size_ranges
+from ..spaces.configs import warn_if_untested_torch
 from .table_patch import wrapped_attribute
 
 # Inductor options predictor.compile passes to torch.compile (a user's ``options`` win over these).
@@ -128,6 +129,8 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
             if trees and backward and on_training_graph is not None:
                 on_training_graph()
             patches = {**self.config, **(kwargs.get("config_patches") or {}), "triton.cudagraphs": trees}
+            if warn_if_untested_torch():  # no rewrite of what Inductor sees was checked against this torch
+                return compile_fx(model_, inputs_, config_patches=patches)
             # decompositions apply here, where AOTAutograd traces the forward and backward together; lowering and
             # codegen happen in compile_fx's inner compile, which runs for the backward later, at its first call,
             # outside this call: inner_compile carries their patches there (config_patches, compile_fx re-applies)

@@ -138,6 +138,40 @@ def frozen_configs(version: str) -> InductorConfigs:
     return FROZEN[nearest]
 
 
+def newest_tested() -> str:
+    """The newest torch release with a frozen copy: the newest the suite runs on (``tests/torch_matrix.sh``)."""
+    return max(FROZEN, key=_version_key)
+
+
+def untested_torch(version: str | None = None) -> str | None:
+    """One line when ``version`` (default: the installed torch) is a release newer than every tested one, else None.
+
+    Its Inductor may lower, order or name GEMM candidates in ways no model and no rewrite here was checked against
+    (torch 2.14 reordered the size-range lowerings), so such a torch gets plain ``torch.compile``'s choices: a wrong
+    kernel costs more than the few percent a right one gains."""
+    if version is None:
+        import torch
+
+        version = torch.__version__
+    if _version_key(version) <= _version_key(newest_tested()):
+        return None
+    return (f"torch {version} is newer than every torch gemm-predictor was tested with "
+            f"({', '.join(sorted(FROZEN, key=_version_key))}); every GEMM keeps plain torch.compile's choice")
+
+
+def warn_if_untested_torch() -> bool:
+    """True when the installed torch is newer than every tested one; the first call in a process logs the line."""
+    message = untested_torch()
+    if message is None:
+        return False
+    with _warned_lock:
+        first = ("untested_torch", "", "") not in _warned
+        _warned.add(("untested_torch", "", ""))
+    if first:
+        log.warning("gemm-predictor: %s", message)
+    return True
+
+
 # ---------------------------------------------------------------------------------------------
 # The installed torch
 # ---------------------------------------------------------------------------------------------
