@@ -81,7 +81,7 @@ _EXHAUSTIVE: tuple[Config, ...] = tuple(
     for warps in (2, 4, 8)
 )
 
-# scaled_mm_configs, the same in torch 2.11 and 2.13: 17 hand-picked configs, a (BLOCK_M 16/32) x (BLOCK_N 32..256)
+# scaled_mm_configs, the same in torch 2.11 to 2.14: 17 hand-picked configs, a (BLOCK_M 16/32) x (BLOCK_N 32..256)
 # x (BLOCK_K 32/64) grid over stages 2..6 (warps 2 for BLOCK_N <= 64, else 4), then 8 more hand-picked ones.
 _SCALED_GRID: tuple[Config, ...] = tuple(
     (bm, bn, bk, stages, 2 if bn <= 64 else 4)
@@ -102,11 +102,19 @@ _SCALED_PERSISTENT_MM: tuple[Config, ...] = (
     (128, 256, 128, 3, 8), (64, 128, 256, 4, 4), (64, 256, 128, 4, 4),
 )
 
+_MM_2_13 = _MM_2_11 + ((128, 256, 64, 4, 8),)
+
 FROZEN: dict[str, InductorConfigs] = {
     "2.11": InductorConfigs("2.11", _MM_2_11, _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE,
                             scaled_mm=_SCALED_MM, scaled_persistent_mm=_SCALED_PERSISTENT_MM),
+    # 2.12 (checked on 2.12.1): every list is 2.11's
+    "2.12": InductorConfigs("2.12", _MM_2_11, _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE,
+                            scaled_mm=_SCALED_MM, scaled_persistent_mm=_SCALED_PERSISTENT_MM),
     # 2.13 appends 128x256x64 (4 stages, 8 warps) to mm_configs; the other lists are 2.11's
-    "2.13": InductorConfigs("2.13", _MM_2_11 + ((128, 256, 64, 4, 8),), _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE,
+    "2.13": InductorConfigs("2.13", _MM_2_13, _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE,
+                            scaled_mm=_SCALED_MM, scaled_persistent_mm=_SCALED_PERSISTENT_MM),
+    # 2.14 (checked on 2.14.1) moves the file to heuristics/template/triton.py; every list is 2.13's
+    "2.14": InductorConfigs("2.14", _MM_2_13, _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE,
                             scaled_mm=_SCALED_MM, scaled_persistent_mm=_SCALED_PERSISTENT_MM),
 }
 
@@ -192,7 +200,11 @@ def read_installed() -> InductorConfigs:
     Raises (ImportError, AttributeError, ValueError) when this torch has no such classes or lists this module
     cannot describe; ``installed_configs`` then falls back to a frozen copy."""
     import torch
-    from torch._inductor.template_heuristics import triton as th
+
+    try:  # torch 2.14 moved the heuristics; the old path is a shim it says it will remove
+        from torch._inductor.heuristics.template import triton as th
+    except ImportError:
+        from torch._inductor.template_heuristics import triton as th
 
     mm = th.CUDAMMTemplateConfigHeuristic()  # singletons: Inductor shares these instances
     tma = th.CUDAPersistentTMATemplateConfigHeuristic()
