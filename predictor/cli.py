@@ -312,12 +312,15 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 
         try:
             doc = export_program(args.program, args.out, predictor_model=args.predictor_model)
-        except AssertionError as exc:  # torch's "Torch not compiled with CUDA enabled", raised in the program's make()
+        except (AssertionError, RuntimeError) as exc:  # e.g. "Torch not compiled with CUDA enabled" from make()
             import torch
 
+            if isinstance(exc, RuntimeError) and torch.cuda.is_available():
+                raise
             where = "" if torch.cuda.is_available() else (f"; export runs on the target GPU, and torch "
                                                           f"{torch.__version__} here has no CUDA device")
-            raise ValueError(f"--program {args.program}: {exc or 'an assertion failed'}{where}") from None
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(f"--program {args.program}: {first}{where}") from None
         g = doc["gemms"]
         print(f"wrote {args.out}: {g['keys']} GEMM keys ({g['by_template']}) for {doc['gpu']}, torch {doc['torch']}")
         return 0

@@ -292,8 +292,10 @@ def file_metadata(path: str | Path) -> dict[str, Any]:
 
 
 # the other collectors' label files (metadata ``kind``) and the subcommand that reads each
-LABEL_SETS = {"gemv_labels": "gemv-eval", "gemv_block_labels": "gemv-fit", "few_rows_labels": "few-rows-fit",
-              "grouped_mm_labels": "grouped-fit"}
+LABEL_SETS = {"gemv_labels": ("a GEMV label set", "gemv-eval"),
+              "gemv_block_labels": ("a GEMV block label set", "gemv-fit"),
+              "few_rows_labels": ("a few-rows label set", "few-rows-fit"),
+              "grouped_mm_labels": ("a grouped-GEMM label set", "grouped-fit")}
 
 
 def read_dataset(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
@@ -312,8 +314,8 @@ def read_dataset(path: str | Path, columns: list[str] | None = None) -> pd.DataF
         if meta.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
             raise DatasetError(f"{part}: schema_version {meta.get('schema_version')} but this library reads {SCHEMA_VERSION}")
         if meta.get("kind") in LABEL_SETS:  # a label file of another collector: say which, and what reads it
-            raise DatasetError(f"{part}: a {meta['kind'].replace('_', ' ')} set, not a GEMM dataset; "
-                               f"`gemm-predictor {LABEL_SETS[meta['kind']]}` reads it")
+            what, command = LABEL_SETS[meta["kind"]]
+            raise DatasetError(f"{part}: {what}, not a GEMM dataset; `gemm-predictor {command}` reads it")
         lacking = [k for k in REQUIRED_METADATA if k not in meta]
         if meta.keys() & set(REQUIRED_METADATA) and lacking:  # write_dataset writes all or (another tool) none
             raise DatasetError(f"{part}: metadata lacks {', '.join(lacking)} (a damaged footer?)")
