@@ -17,6 +17,8 @@ DEFAULT_DATASET = "datasets/nvidia-h200/default.parquet"
 DEFAULT_MODEL = "models/h200-default-lgbm"
 DEFAULT_COMPARE = ("models/h200-default-tree",)  # the other shipped ranker, shown beside the default
 PLUGIN_GROUP = "gemm_predictor.commands"  # entry points: callables taking the subparsers object
+# what the offline subcommands import beyond the runtime's torch and numpy: the `train` extra brings them
+TRAIN_EXTRA_MODULES = frozenset({"pandas", "pyarrow", "sklearn", "scipy", "lightgbm", "matplotlib", "tqdm", "joblib"})
 
 
 class FORMATTER(argparse.ArgumentDefaultsHelpFormatter):
@@ -33,8 +35,44 @@ class FORMATTER(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def add_command(sub: argparse._SubParsersAction, name: str, summary: str) -> argparse.ArgumentParser:
-    """A subcommand whose one-line ``summary`` shows in the command list and atop its own --help, defaults shown."""
-    return sub.add_parser(name, help=summary, description=summary, formatter_class=FORMATTER)
+    """A subcommand whose one-line ``summary`` shows in the command list and atop its own --help, defaults shown.
+    It takes ``-v`` too (SUPPRESS: given only before the subcommand, the top-level value stands)."""
+    p = sub.add_parser(name, help=summary, description=summary, formatter_class=FORMATTER)
+    p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging")
+    return p
+
+
+def model_folder(text: str) -> str:
+    """A model folder argument: as given where it exists; else ``models/<name>`` names a shipped model, found in the
+    package's own models (an installed wheel's, or this checkout's), whatever the working directory."""
+    path = Path(text)
+    if path.exists() or path.is_absolute() or len(path.parts) != 2 or path.parts[0] != "models":
+        return text
+    from .runtime.discovery import shipped_roots
+
+    for root in shipped_roots():
+        if (root / path.parts[1]).is_dir():
+            return str(root / path.parts[1])
+    return text
+
+
+def dataset_path(text: str) -> str:
+    """A dataset argument: as given where it exists; else ``datasets/...`` is read from the checkout this package
+    runs from (datasets never enter the wheel), whatever the working directory."""
+    path = Path(text)
+    checkout = Path(__file__).resolve().parents[1]
+    if (path.exists() or path.is_absolute() or path.parts[:1] != ("datasets",)
+            or not (checkout / "pyproject.toml").is_file() or not (checkout / path).exists()):
+        return text
+    return str(checkout / path)
+
+
+def _ranker_names() -> tuple[str, ...] | None:
+    try:
+        from .rankers import RANKERS
+    except ImportError:  # no train extra: train itself then says which extra to install
+        return None
+    return tuple(RANKERS)
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -49,20 +87,19 @@ def _ks(text: str) -> tuple[int, ...]:
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "train", "train a ranker on a dataset and save a model folder")
-    p.add_argument("--dataset", default=[DEFAULT_DATASET], nargs="+",
+    p.add_argument("--dataset", default=[DEFAULT_DATASET], nargs="+", type=dataset_path,
                    help="one dataset, or several of one GPU (with --space exhaustive: exhaustive rows where a problem "
                         "has them, else its default rows)")
-    from .rankers import RANKERS
-
-    p.add_argument("--ranker", default="lgbm", choices=tuple(RANKERS), help="which ranker to fit")
-    p.add_argument("--out", required=True, help="model folder, e.g. models/<name>")
-    p.add_argument("--force", action="store_true", help="replace --out even when it is a shipped model")
+    p.add_argument("--ranker", default="lgbm", choices=_ranker_names(), help="which ranker to fit")
+    p.add_argument("--out", required=True, help="model folder, e.g. my-models/<name> (outside the package's models/)")
+    p.add_argument("--force", action="store_true",
+                   help="write --out inside the package's shipped models/ folder, replacing a shipped model there")
     p.add_argument("--space", default="default", choices=("default", "exhaustive"),
                    help="which candidate list the dataset rows and the model cover")
     p.add_argument("--seed", type=int, default=0, help="seed of the train/test split by problem group")
     p.add_argument("--test-fraction", type=float, default=0.25, help="share of problem groups held out for testing")
     p.add_argument("--refit-all", action="store_true", help="after measuring on the split, refit on all rows")
-    p.add_argument("--holdout-from", metavar="MODEL",
+    p.add_argument("--holdout-from", metavar="MODEL", type=model_folder,
                    help="hold out exactly the problem groups this model folder held out (instead of --seed/"
                         "--test-fraction), so a model retrained on a grown dataset is scored on the same unseen groups")
     p.add_argument("--learn-failures", action="store_true",
@@ -77,6 +114,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     def run(args: argparse.Namespace) -> int:
         from .offline.train import train
 
+        _refuse_shipped_folder(args.out, args.force)
         holdout = None
         if args.holdout_from:
             from .artifacts import read_metadata
@@ -85,7 +123,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
             holdout = recorded_test_groups(read_metadata(args.holdout_from))
             if not holdout:
                 raise ValueError(f"--holdout-from {args.holdout_from}: its metadata records no split.test_groups")
-        result = train(args.dataset, args.ranker, args.out, seed=args.seed, space=args.space,
+        result = train([dataset_path(d) for d in args.dataset], args.ranker, args.out, seed=args.seed, space=args.space,
                        test_fraction=args.test_fraction, refit_all=args.refit_all,
                        params={"learn_failures": True} if args.learn_failures else None, holdout_groups=holdout,
                        force=args.force, region=args.region)
@@ -95,21 +133,37 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _refuse_shipped_folder(out: str, force: bool) -> None:
+    """A new model folder inside the package's ``models/`` would ship in the next wheel, could be found by the hook
+    for its GPU in place of the shipped model (``discovery.find_model``), and fails the tests that hold every model
+    there to its card: refused unless ``--force`` (how the shipped models themselves are retrained)."""
+    from .runtime.discovery import shipped_roots
+
+    parent = Path(out).expanduser().resolve().parent
+    root = next((r for r in shipped_roots() if Path(r).resolve() == parent), None)
+    if root is not None and not force:
+        raise ValueError(f"--out {out}: inside the package's shipped models folder {root}; write elsewhere (e.g. "
+                         f"my-models/{Path(out).name}; the hook finds it with GEMM_PREDICTOR_MODELS=my-models) or "
+                         "pass --force (nothing was written)")
+
+
 def _print_metrics(metrics: object) -> None:
     import json
 
-    print(json.dumps(metrics, indent=1, default=str)[:4000])
+    print(json.dumps(metrics, indent=1, default=str))  # whole: a pipe reads it as JSON
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "evaluate", "offline accuracy of a model and every baseline on held-out problems; writes a report")
-    p.add_argument("--model", default=DEFAULT_MODEL, help="model folder to evaluate")
-    p.add_argument("--dataset", default=DEFAULT_DATASET, help="labelled dataset (parquet) of the model's GPU")
+    p.add_argument("--model", default=DEFAULT_MODEL, type=model_folder,
+                   help="model folder to evaluate (models/<name>: a shipped model, from any working directory)")
+    p.add_argument("--dataset", default=DEFAULT_DATASET, type=dataset_path,
+                   help="labelled dataset (parquet) of the model's GPU")
     p.add_argument("--space", default="default", choices=("default", "exhaustive"), help="candidate list to rank")
     p.add_argument("--k", type=_ks, default="1,2,3,5,8,10",
                    help="comma-separated k values: how many top-ranked candidates are benchmarked")
     p.add_argument("--split", default="test", choices=("test", "all"), help="held-out groups only, or every row")
-    p.add_argument("--compare-model", action="append", default=None,
+    p.add_argument("--compare-model", action="append", default=None, type=model_folder,
                    help=f"another model folder to show beside it (default: {', '.join(DEFAULT_COMPARE)})")
     p.add_argument("--out", default="reports/default", help="folder for report.md, metrics.json and the plots")
 
@@ -120,7 +174,8 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         if compare is None:  # the shipped default: show the other shipped ranker when it is there
             from .artifacts import read_metadata
 
-            compare = [m for m in DEFAULT_COMPARE if Path(m).is_dir() and Path(m).resolve() != Path(args.model).resolve()
+            compare = [m for m in map(model_folder, DEFAULT_COMPARE) if Path(m).is_dir()
+                       and Path(m).resolve() != Path(args.model).resolve()
                        and read_metadata(m).get("space", "default") == args.space]
         run_evaluation(args.model, args.dataset, args.out, space=args.space, ks=args.k, split=args.split,
                        compare_models=compare, command=" ".join(["gemm-predictor", *sys.argv[1:]]))
@@ -152,7 +207,7 @@ def _add_region_eval(sub: argparse._SubParsersAction) -> None:
 
     p = add_command(sub, "region-eval", "a region model beside the main model: each region group held out in turn, "
                                         "the policy oracle per decide gap")
-    p.add_argument("--main", required=True, help="the GPU's main model folder, e.g. models/h100-default-lgbm-all")
+    p.add_argument("--main", required=True, type=model_folder, help="the GPU's main model folder, e.g. models/h100-default-lgbm-all")
     p.add_argument("--dataset", required=True, nargs="+",
                    help="labels of that GPU: the main model's corpus first, then the region's own labels")
     p.add_argument("--region", choices=REGIONS, default=SHORT_UNALIGNED, help="which region (predictor/regions.py)")
@@ -216,7 +271,7 @@ def _add_size_range_eval(sub: argparse._SubParsersAction) -> None:
                     "one kernel per range of a symbolic M vs cuBLAS and per-size decisions, and bounds learned "
                     "with each family held out, on a dataset's M-sweeps")
     p.add_argument("dataset", help="a bulk dataset with M-sweep families (datasets/<gpu>/default.parquet)")
-    p.add_argument("--model", required=True, help="a model folder fit on a split (its held-out families are marked)")
+    p.add_argument("--model", required=True, type=model_folder, help="a model folder fit on a split (its held-out families are marked)")
 
     def run(args: argparse.Namespace) -> int:
         from .offline.size_range_eval import run as evaluate
@@ -249,12 +304,23 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
                    help="a .py file or importable module defining make() -> (model, example_inputs); run once under "
                         "torch.no_grad(), on the GPU and with the shapes production uses")
     p.add_argument("--out", required=True, help="the table's JSON file")
-    p.add_argument("--predictor-model", default=None, help="model folder (default: the shipped one for this GPU)")
+    p.add_argument("--predictor-model", default=None, type=model_folder,
+                   help="model folder (default: the shipped one for this GPU)")
 
     def run(args: argparse.Namespace) -> int:
         from .offline.export import export_program
 
-        doc = export_program(args.program, args.out, predictor_model=args.predictor_model)
+        try:
+            doc = export_program(args.program, args.out, predictor_model=args.predictor_model)
+        except (AssertionError, RuntimeError) as exc:  # e.g. "Torch not compiled with CUDA enabled" from make()
+            import torch
+
+            if isinstance(exc, RuntimeError) and torch.cuda.is_available():
+                raise
+            where = "" if torch.cuda.is_available() else (f"; export runs on the target GPU, and torch "
+                                                          f"{torch.__version__} here has no CUDA device")
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(f"--program {args.program}: {first}{where}") from None
         g = doc["gemms"]
         print(f"wrote {args.out}: {g['keys']} GEMM keys ({g['by_template']}) for {doc['gpu']}, torch {doc['torch']}")
         return 0
@@ -275,6 +341,7 @@ def build_parser(plugins: Iterable[Callable[[argparse._SubParsersAction], None]]
     parser = argparse.ArgumentParser(prog="gemm-predictor", description=__doc__.splitlines()[0],
                                      formatter_class=FORMATTER)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_train(sub)
     _add_evaluate(sub)
@@ -307,6 +374,15 @@ def _entry_point_plugins() -> list[Callable[[argparse._SubParsersAction], None]]
     return found
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gemm-predictor")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "(not installed)"
+
+
 def _fail(message: str) -> int:
     print(f"gemm-predictor: error: {message}", file=sys.stderr)
     return 2
@@ -319,6 +395,14 @@ def main(argv: list[str] | None = None,
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print(f"gemm-predictor: {args.command} interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports it
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in TRAIN_EXTRA_MODULES:
+            raise
+        return _fail(f"{args.command} needs {exc.name}, which the train extra brings: "
+                     "pip install 'gemm-predictor[train]'")
     except (ValueError, OSError, RuntimeError, KeyError) as exc:
         # every user-facing error is one line naming the file or value (OSError: a disk full, a permission denied)
         return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

@@ -354,6 +354,13 @@ def file_metadata(path: str | Path) -> dict[str, Any]:
         raise DatasetError(f"{path}: corrupt or not a readable parquet dataset ({type(exc).__name__})") from None
 
 
+# the other collectors' label files (metadata ``kind``) and the subcommand that reads each
+LABEL_SETS = {"gemv_labels": ("a GEMV label set", "gemv-eval"),
+              "gemv_block_labels": ("a GEMV block label set", "gemv-fit"),
+              "few_rows_labels": ("a few-rows label set", "few-rows-fit"),
+              "grouped_mm_labels": ("a grouped-GEMM label set", "grouped-fit")}
+
+
 def read_dataset(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
     """Read a dataset file (or a folder of parquet parts) and validate it."""
     import pandas as pd
@@ -369,6 +376,9 @@ def read_dataset(path: str | Path, columns: list[str] | None = None) -> pd.DataF
         table, meta = read_parquet(part, columns)
         if meta.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
             raise DatasetError(f"{part}: schema_version {meta.get('schema_version')} but this library reads {SCHEMA_VERSION}")
+        if meta.get("kind") in LABEL_SETS:  # a label file of another collector: say which, and what reads it
+            what, command = LABEL_SETS[meta["kind"]]
+            raise DatasetError(f"{part}: {what}, not a GEMM dataset; `gemm-predictor {command}` reads it")
         lacking = [k for k in REQUIRED_METADATA if k not in meta]
         if meta.keys() & set(REQUIRED_METADATA) and lacking:  # write_dataset writes all or (another tool) none
             raise DatasetError(f"{part}: metadata lacks {', '.join(lacking)} (a damaged footer?)")

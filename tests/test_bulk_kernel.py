@@ -1,12 +1,7 @@
 """The bulk Triton kernel computes the right GEMM for tiny shapes, on the CPU through Triton's interpreter."""
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from interpreter import run_interpreted
 
 pytest.importorskip("triton")
 
@@ -26,11 +21,7 @@ CASES = [
 
 
 def test_bulk_kernel_matches_matmul_under_interpreter():
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    out = subprocess.run([sys.executable, str(Path(__file__).with_name("interpret_kernel_check.py")), json.dumps(CASES)],
-                         env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    errors = json.loads(out.stdout.strip().splitlines()[-1])
+    errors = run_interpreted("interpret_kernel_check.py", CASES)
     tolerances = {"float32": 1e-5, "float16": 2e-3, "int8": 0.0}
     assert len(errors) == len(CASES), errors
     for case, err in zip(CASES, errors):

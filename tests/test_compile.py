@@ -177,7 +177,7 @@ def test_one_by_one_convolutions_stay_convolutions_as_under_plain_compile():
             predictor.uninstall()
 
 
-def test_a_backward_compiled_at_its_first_call_is_lowered_under_the_patches(monkeypatch):
+def test_a_backward_compiled_at_its_first_call_is_lowered_under_the_patches(monkeypatch, no_compile_caches):
     """AOTAutograd compiles a backward at its first call, after predictor.compile's own call has returned: its
     lowering must still see convolutions as plain and grouped GEMMs decided (else a mixture-of-experts training step
     benchmarks ~40 configs per grouped GEMM of its backward), and Inductor's table is back afterwards."""
@@ -195,8 +195,6 @@ def test_a_backward_compiled_at_its_first_call_is_lowered_under_the_patches(monk
         return original(self, *args)
 
     monkeypatch.setattr(GraphLowering, "run", spy)
-    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)  # a cached graph is not lowered again
-    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", False)
     torch._dynamo.reset()
     try:
         model = _mlp()

@@ -274,14 +274,7 @@ INTERPRETED = [  # rows masked below the 16-row tile; a partial last block of ou
 
 
 def test_the_kernel_matches_the_fp32_product_under_tritons_interpreter():
-    import os
-    import subprocess
-    import sys
+    from interpreter import run_interpreted
 
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, str(Path(__file__).with_name("interpret_few_rows_check.py")),
-                          json.dumps(INTERPRETED)], env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    errors = json.loads(out.stdout.strip().splitlines()[-1])
+    errors = run_interpreted("interpret_few_rows_check.py", INTERPRETED)
     assert len(errors) == len(INTERPRETED) and max(errors) < 2e-3, errors

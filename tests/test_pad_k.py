@@ -66,9 +66,7 @@ def test_the_padded_product_is_the_product(small):
 
 
 @pytest.fixture
-def compile_on_cpu(small, monkeypatch):
-    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
-    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", False)
+def compile_on_cpu(small, monkeypatch, no_compile_caches):
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()

@@ -249,12 +249,10 @@ class _Stem(torch.nn.Module):
 
 
 @pytest.fixture
-def compile_on_cpu(monkeypatch, tf32):
+def compile_on_cpu(monkeypatch, tf32, no_compile_caches):
     """The rule on for CPU tensors, no compile caches (a cached graph is not traced again), and the hook uninstalled
     and Dynamo reset afterwards."""
     monkeypatch.setattr(patchify, "DEVICES", ("cuda", "cpu"))
-    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
-    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", False)
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
@@ -316,12 +314,11 @@ def test_a_cached_compile_follows_the_patchify_setting(monkeypatch, tf32):
     from torch._inductor.utils import fresh_cache
 
     monkeypatch.setattr(patchify, "DEVICES", ("cuda", "cpu"))
-    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", True)
     torch.manual_seed(0)
     module, x = _Stem().eval(), torch.randn(2, 3, 32, 32)
     torch._dynamo.reset()
     try:
-        with fresh_cache():
+        with torch._functorch.config.patch(enable_autograd_cache=True), fresh_cache():
             assert _compiled_run(module, x, patchify=True)[3] == 0
             torch._dynamo.reset()
             assert _compiled_run(module, x, patchify=False)[3] == 1

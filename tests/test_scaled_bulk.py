@@ -4,12 +4,6 @@ precompile key, the refusal of problems no runner can set up, and the kernels' n
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pandas as pd
 import pytest
 import torch
@@ -22,6 +16,7 @@ from collectors.bulk import compile_key  # noqa: E402
 from collectors.selection import refuse_unsupported  # noqa: E402
 from predictor.candidate import Candidate  # noqa: E402
 from predictor.problem import Problem  # noqa: E402
+from interpreter import run_interpreted  # noqa: E402
 
 from cpu_scaled_mm import cpu_scaled_mm_takes_row_scales  # noqa: E402
 
@@ -164,12 +159,7 @@ def test_scaled_kernels_match_torch_under_interpreter():
     # every kernel is checked against the fp32 reference; against the CPU _scaled_mm too where it takes the scales
     rowwise = cpu_scaled_mm_takes_row_scales()
     cases = [{**case, "aten": rowwise or case["problem"]["op"] != "scaled_mm_rowwise"} for case in CASES]
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    script = Path(__file__).with_name("interpret_scaled_check.py")
-    out = subprocess.run([sys.executable, str(script), json.dumps(cases)], env=env, capture_output=True, text=True,
-                         timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    errors = json.loads(out.stdout.strip().splitlines()[-1])
+    errors = run_interpreted("interpret_scaled_check.py", cases)
     assert len(errors) == len(cases)
     for case, err in zip(cases, errors):
         # bf16 output rounding (~2**-9 relative) is all that separates them on the CPU

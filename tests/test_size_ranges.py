@@ -5,6 +5,7 @@ ranges dispatched on the actual M, each range lowered once and judged at its own
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import pytest
 import sympy
@@ -33,9 +34,11 @@ def test_a_symbolic_m_gemm_runs_the_kernel_of_its_range_and_plain_above_the_last
     compiled = torch.compile(model, dynamic=True)
     with torch.no_grad(), sr.size_ranges(devices=("cpu",)), torch._inductor.config.patch(force_disable_caches=True):
         _, (code, *_) = run_and_get_code(compiled, torch.randn(300, 64))
-    # addmm and mm, each lowered once per range: the three ranges at their M, then plain's (0)
-    assert sr.lowered_ranges()[seen:] == [6, 33, 129, sr.PLAIN] * 2
-    bounds = sorted({int(b) for b in re.findall(r"if s\d+ <= (\d+):", code)})
+    # addmm and mm, each lowered once per range: the three ranges at their M and plain's (0). The order of the
+    # lowerings is Inductor's (torch 2.14 lowers the chain's branches from the last), so it is not compared.
+    assert Counter(sr.lowered_ranges()[seen:]) == {6: 2, 33: 2, 129: 2, sr.PLAIN: 2}
+    # host-side tests of the size: `if s0 <= 16:` (torch 2.11-2.13), `buf0_selector = int(s0 <= 16)` (2.14)
+    bounds = sorted({int(b) for b in re.findall(r"(?:\bif |\bint\()s\d+ <= (\d+)\b", code)})
     assert bounds == [16, 64, 256]
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     with torch.no_grad():

@@ -148,6 +148,11 @@ def _run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: Path, s
     else:
         train, test = rows, rows
     if test.empty or not (test["status"] == "ok").any():
+        model_gpu = meta["device"].get("gpu") if isinstance(meta.get("device"), dict) else None
+        if model_gpu and data_meta.get("gpu") and model_gpu != data_meta["gpu"]:  # its held-out groups are not here
+            raise EvaluationError(f"{dataset}: measured on {data_meta['gpu']}, but {model_dir} was made for "
+                                  f"{model_gpu}: the GPUs differ, and none of the problem groups it held out are in "
+                                  f"this dataset (--split all scores it on every row)")
         raise EvaluationError(f"{dataset}: the {split} split (seed {seed}, test fraction {test_fraction}) has no ok rows")
 
     try:

@@ -8,7 +8,9 @@ by ``register()`` for a checkout used without installing.
 ``mode`` as torch.compile passes it: ``None``, ``"default"`` and ``"reduce-overhead"`` give ``predictor.compile``'s
 default (CUDA graph trees included); ``"max-autotune"`` benchmarks the decided kind's top 5 per GEMM (``tune=5``);
 ``"max-autotune-no-cudagraphs"`` the same without CUDA graphs. ``options`` are Inductor options, as for
-``predictor.compile``. The accumulated-gradient guard needs the module and is ``predictor.compile``'s alone.
+``predictor.compile``, and may also carry ``predictor.compile``'s own ``tune``, ``cudagraphs``, ``predictor_model``,
+``decide_gap`` and ``fallback`` (torch.compile has no other way to pass them; they override the mode's). The
+accumulated-gradient guard needs the module and is ``predictor.compile``'s alone.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ MODES: dict[str | None, dict[str, Any]] = {
     "max-autotune": {"tune": TUNE_FOR_MAX_AUTOTUNE},
     "max-autotune-no-cudagraphs": {"tune": TUNE_FOR_MAX_AUTOTUNE, "cudagraphs": False},
 }
+# predictor.compile's arguments that options= may carry (compiling.prepare checks their values)
+OWN_OPTIONS = ("tune", "cudagraphs", "predictor_model", "decide_gap", "fallback")
+WHERE = f"torch.compile(backend={NAME!r}, options=...)"
 
 
 def gemm_predictor(gm: Any, example_inputs: Any, mode: str | None = None,
@@ -32,7 +37,12 @@ def gemm_predictor(gm: Any, example_inputs: Any, mode: str | None = None,
     if mode not in MODES:
         raise ValueError(f"backend {NAME!r}: unknown mode {mode!r}; expected one of "
                          f"{', '.join(repr(m) for m in MODES if m)}")
-    merged, cudagraphs = prepare(options=options, **MODES[mode])
+    inductor = dict(options or {})
+    own = {key: inductor.pop(key) for key in OWN_OPTIONS if key in inductor}
+    try:
+        merged, cudagraphs = prepare(options=inductor, where=WHERE, **{**MODES[mode], **own})
+    except ValueError as exc:  # raised here, not from prepare's frames: Dynamo shows this frame and the message
+        raise ValueError(f"backend {NAME!r}, options {own or inductor}: {exc}") from None
     return _inductor_backend(merged, cudagraphs)(gm, example_inputs)
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any, Callable
@@ -51,7 +52,10 @@ from .grouped_mm import grouped_mm_decided
 from .policy import DECIDE_MIN_GAP
 from .settings import HookSettings
 from .size_ranges import size_ranges
+from ..spaces.configs import warn_if_untested_torch
 from .table_patch import wrapped_attribute
+
+log = logging.getLogger(__name__)
 
 # Inductor options predictor.compile passes to torch.compile (a user's ``options`` win over these).
 RECOMMENDED_OPTIONS: dict[str, Any] = {
@@ -128,6 +132,9 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
             if trees and backward and on_training_graph is not None:
                 on_training_graph()
             patches = {**self.config, **(kwargs.get("config_patches") or {}), "triton.cudagraphs": trees}
+            _note_fused_layers(model_)
+            if warn_if_untested_torch():  # no rewrite of what Inductor sees was checked against this torch
+                return compile_fx(model_, inputs_, config_patches=patches)
             # decompositions apply here, where AOTAutograd traces the forward and backward together; lowering and
             # codegen happen in compile_fx's inner compile, which runs for the backward later, at its first call,
             # outside this call: inner_compile carries their patches there (config_patches, compile_fx re-applies)
@@ -207,10 +214,19 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
 
     The hook is installed process-wide (``predictor.stats()`` counts its decisions; ``predictor.uninstall()``
     removes it); compiling several models with the same settings shares one hook."""
+    if model is None or not callable(model):
+        raise ValueError(f"predictor.compile needs a model to compile (an nn.Module or a function), got "
+                         f"{type(model).__name__}")
     for refused in ("mode", "backend"):
         if refused in torch_compile_kwargs:
             raise ValueError(f"predictor.compile sets its own Inductor backend and options; pass options=..., "
                              f"not {refused}=")
+    if size_ranges and torch_compile_kwargs.get("dynamic") is not True:
+        if torch_compile_kwargs.get("dynamic") is False:
+            raise ValueError("size_ranges=True needs a symbolic M, and dynamic=False makes every size static: "
+                             "pass dynamic=True")
+        log.warning("gemm-predictor: size_ranges=True acts on GEMMs whose M is symbolic: pass dynamic=True (without "
+                    "it only graphs that Dynamo recompiles as dynamic after a size change get ranges)")
     for name, flag in (("size_ranges", size_ranges), ("patchify", patchify), ("pad_k", pad_k)):
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be True or False, got {flag!r}")
@@ -221,7 +237,8 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
 
 def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
             decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten", tune: int | None = None,
-            options: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool | str]:
+            options: dict[str, Any] | None = None,
+            where: str = "predictor.compile(options=...)") -> tuple[dict[str, Any], bool | str]:
     """Check ``predictor.compile``'s arguments (one-line ValueError), install the hook they ask for (unless the
     same is installed already) and return the Inductor options and CUDA-graph setting to compile with."""
     if cudagraphs not in CUDAGRAPHS:
@@ -231,7 +248,8 @@ def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | 
     merged = {**RECOMMENDED_OPTIONS, **(options or {})}
     if "triton.cudagraphs" in merged:
         cudagraphs = bool(merged.pop("triton.cudagraphs"))
-    _check_options(merged)  # before installing anything: a refused call leaves no hook behind
+    _check_options(merged, where)  # before installing anything: a refused call leaves no hook behind
+    _check_model_folder(predictor_model)
     settings = recommended_settings(predictor_model, decide_gap, fallback, tune)
     if not (installing._STACK and installing._STACK[-1].pruner.settings == settings):
         installing.install_settings(settings)
@@ -293,10 +311,49 @@ class AccumulatedGradGuard:
                 param.grad = owned
 
 
-def _check_options(options: dict[str, Any]) -> None:
+def _check_options(options: dict[str, Any], where: str = "predictor.compile(options=...)") -> None:
     """Refuse an unknown Inductor option now, in one line, rather than at the first call."""
     from torch._inductor import config
 
     unknown = [key for key in options if key not in config._config]  # noqa: SLF001 -- Inductor's own key list
     if unknown:
-        raise ValueError(f"unknown Inductor option(s) {', '.join(map(repr, unknown))} in predictor.compile(options=...)")
+        raise ValueError(f"unknown Inductor option(s) {', '.join(map(repr, unknown))} in {where}")
+
+
+def _check_model_folder(predictor_model: str | os.PathLike | None) -> None:
+    """A named model folder must be one now, on any machine: on a CPU the hook never loads it, and a typo would pass
+    unnoticed until the code reached a GPU."""
+    if predictor_model is None:
+        return
+    from pathlib import Path
+
+    from ..artifacts import METADATA_FILE
+
+    folder = Path(predictor_model)
+    if not folder.is_dir():
+        raise ValueError(f"predictor_model {str(folder)!r}: no such folder")
+    if not (folder / METADATA_FILE).is_file():
+        raise ValueError(f"predictor_model {str(folder)!r}: not a model folder (no {METADATA_FILE})")
+
+
+# Inference fast paths that run a whole layer as one aten op: Inductor sees no GEMM inside them
+FUSED_LAYER_OPS = ("_transformer_encoder_layer_fwd", "_native_multi_head_attention")
+_warned_fused: set[str] = set()
+
+
+def _note_fused_layers(gm: Any) -> None:
+    """One warning per op and process when a graph holds a fused layer op: its GEMMs never reach Inductor, so none
+    is chosen (``predictor.stats()`` shows no GEMM seen) and the layer runs as it does without torch.compile."""
+    import torch
+
+    ops = {getattr(torch, name, None): name for name in FUSED_LAYER_OPS}
+    ops.update({getattr(torch.ops.aten, name).default: name for name in FUSED_LAYER_OPS
+                if hasattr(torch.ops.aten, name)})
+    found = {ops[n.target] for n in getattr(getattr(gm, "graph", None), "nodes", ())
+             if n.op == "call_function" and n.target in ops}
+    for name in sorted(found - _warned_fused):
+        _warned_fused.add(name)
+        log.warning("gemm-predictor: the graph runs torch.%s, one fused op (nn.TransformerEncoderLayer / "
+                    "nn.MultiheadAttention's inference fast path in eval mode under no_grad): no GEMM in it reaches "
+                    "Inductor, so none is chosen; torch.backends.mha.set_fastpath_enabled(False) lets them through",
+                    name)

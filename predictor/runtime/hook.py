@@ -40,6 +40,7 @@ from .policy import (EXPLICIT_KIND_OPS, GAP_FLOORS, aten_alone_if_small, decide_
                      fallback_choices, keep_best, out_of_training_range, override_choice, trusted_kind,
                      untrained_kind, with_aten_fallback, with_epilogue_templates)
 from ..problem import Problem
+from ..spaces.configs import warn_if_untested_torch
 from .settings import HookSettings
 from .split_addmm import SplitAddmm
 
@@ -139,6 +140,9 @@ class GemmPruner:
 
     def _load(self) -> None:
         s = self.settings
+        if warn_if_untested_torch():  # its one line is logged process-wide: the compile path skips its rewrites too
+            self.disabled, self.ranker = "untested_torch", None
+            return None
         try:
             device = s.device if s.device is not None else _this_gpu()
         except Exception as exc:  # noqa: BLE001 -- a broken CUDA set-up must not break compiling

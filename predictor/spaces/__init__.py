@@ -5,7 +5,15 @@ config lists, read from the installed torch with frozen per-release copies as th
 fingerprint, recorded in model metadata.
 """
 
-from .configs import FROZEN, InductorConfigs, configs_for, installed_configs, warn_if_space_changed
+from .configs import (
+    FROZEN,
+    InductorConfigs,
+    configs_for,
+    installed_configs,
+    untested_torch,
+    warn_if_space_changed,
+    warn_if_untested_torch,
+)
 from .enumeration import (
     SPACES,
     _smem_bytes,
@@ -20,4 +28,4 @@ from .enumeration import (
 
 __all__ = ["FROZEN", "SPACES", "InductorConfigs", "configs_for", "enumerate_space", "installed_configs", "k_splits",
            "space_frame", "tma_compatible", "use_decompose_k", "use_tma_template", "use_triton_templates",
-           "warn_if_space_changed"]
+           "untested_torch", "warn_if_space_changed", "warn_if_untested_torch"]

@@ -81,7 +81,7 @@ _EXHAUSTIVE: tuple[Config, ...] = tuple(
     for warps in (2, 4, 8)
 )
 
-# scaled_mm_configs, the same in torch 2.11 and 2.13: 17 hand-picked configs, a (BLOCK_M 16/32) x (BLOCK_N 32..256)
+# scaled_mm_configs, the same in torch 2.11 to 2.14: 17 hand-picked configs, a (BLOCK_M 16/32) x (BLOCK_N 32..256)
 # x (BLOCK_K 32/64) grid over stages 2..6 (warps 2 for BLOCK_N <= 64, else 4), then 8 more hand-picked ones.
 _SCALED_GRID: tuple[Config, ...] = tuple(
     (bm, bn, bk, stages, 2 if bn <= 64 else 4)
@@ -102,11 +102,19 @@ _SCALED_PERSISTENT_MM: tuple[Config, ...] = (
     (128, 256, 128, 3, 8), (64, 128, 256, 4, 4), (64, 256, 128, 4, 4),
 )
 
+_MM_2_13 = _MM_2_11 + ((128, 256, 64, 4, 8),)
+
 FROZEN: dict[str, InductorConfigs] = {
     "2.11": InductorConfigs("2.11", _MM_2_11, _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE,
                             scaled_mm=_SCALED_MM, scaled_persistent_mm=_SCALED_PERSISTENT_MM),
+    # 2.12 (checked on 2.12.1): every list is 2.11's
+    "2.12": InductorConfigs("2.12", _MM_2_11, _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE,
+                            scaled_mm=_SCALED_MM, scaled_persistent_mm=_SCALED_PERSISTENT_MM),
     # 2.13 appends 128x256x64 (4 stages, 8 warps) to mm_configs; the other lists are 2.11's
-    "2.13": InductorConfigs("2.13", _MM_2_11 + ((128, 256, 64, 4, 8),), _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE,
+    "2.13": InductorConfigs("2.13", _MM_2_13, _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE,
+                            scaled_mm=_SCALED_MM, scaled_persistent_mm=_SCALED_PERSISTENT_MM),
+    # 2.14 (checked on 2.14.1) moves the file to heuristics/template/triton.py; every list is 2.13's
+    "2.14": InductorConfigs("2.14", _MM_2_13, _INT8_MM, _PERSISTENT_MM, _EXHAUSTIVE,
                             scaled_mm=_SCALED_MM, scaled_persistent_mm=_SCALED_PERSISTENT_MM),
 }
 
@@ -138,6 +146,40 @@ def frozen_configs(version: str) -> InductorConfigs:
     return FROZEN[nearest]
 
 
+def newest_tested() -> str:
+    """The newest torch release with a frozen copy: the newest the suite runs on (``tests/torch_matrix.sh``)."""
+    return max(FROZEN, key=_version_key)
+
+
+def untested_torch(version: str | None = None) -> str | None:
+    """One line when ``version`` (default: the installed torch) is a release newer than every tested one, else None.
+
+    Its Inductor may lower, order or name GEMM candidates in ways no model and no rewrite here was checked against
+    (torch 2.14 reordered the size-range lowerings), so such a torch gets plain ``torch.compile``'s choices: a wrong
+    kernel costs more than the few percent a right one gains."""
+    if version is None:
+        import torch
+
+        version = torch.__version__
+    if _version_key(version) <= _version_key(newest_tested()):
+        return None
+    return (f"torch {version} is newer than every torch gemm-predictor was tested with "
+            f"({', '.join(sorted(FROZEN, key=_version_key))}); every GEMM keeps plain torch.compile's choice")
+
+
+def warn_if_untested_torch() -> bool:
+    """True when the installed torch is newer than every tested one; the first call in a process logs the line."""
+    message = untested_torch()
+    if message is None:
+        return False
+    with _warned_lock:
+        first = ("untested_torch", "", "") not in _warned
+        _warned.add(("untested_torch", "", ""))
+    if first:
+        log.warning("gemm-predictor: %s", message)
+    return True
+
+
 # ---------------------------------------------------------------------------------------------
 # The installed torch
 # ---------------------------------------------------------------------------------------------
@@ -158,7 +200,11 @@ def read_installed() -> InductorConfigs:
     Raises (ImportError, AttributeError, ValueError) when this torch has no such classes or lists this module
     cannot describe; ``installed_configs`` then falls back to a frozen copy."""
     import torch
-    from torch._inductor.template_heuristics import triton as th
+
+    try:  # torch 2.14 moved the heuristics; the old path is a shim it says it will remove
+        from torch._inductor.heuristics.template import triton as th
+    except ImportError:
+        from torch._inductor.template_heuristics import triton as th
 
     mm = th.CUDAMMTemplateConfigHeuristic()  # singletons: Inductor shares these instances
     tma = th.CUDAPersistentTMATemplateConfigHeuristic()
