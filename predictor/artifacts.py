@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import platform
+import time
 from datetime import datetime, timezone
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -312,28 +313,26 @@ def _verified_model_file(folder: Path, meta: dict[str, Any]) -> tuple[str, bytes
 
 
 _PAIR_READS = 5  # reads of (metadata, model file) before a mismatch is taken for a corrupt folder
+_PAIR_PAUSE_S = 0.01  # the pause before the n-th read again is n times this (0.1 s in all on a corrupt folder)
 
 
 def _checked_pair(folder: Path, expect_device: DeviceInfo | None) -> tuple[dict[str, Any], dict[str, Any], str, bytes]:
     """``(metadata, ranker section, model file name, its bytes)`` of one version of the folder, every check passed.
 
     ``train`` swaps a whole new folder in while others may be loading it: a reader can take the metadata of one
-    version and the model file of the next (a sha256 mismatch that is no corruption). So a mismatch, or a model file
-    gone, is read again while the metadata keeps changing under it; a mismatch with the same metadata read twice is
-    a corrupt folder."""
+    version and the model file of the next (a sha256 mismatch that is no corruption), and a folder swapped twice
+    during one read shows the first metadata again (so "the same metadata read twice" proves nothing). A mismatch,
+    or a model file gone, is therefore read again after a short pause, ``_PAIR_READS`` times: a swap takes
+    milliseconds, a corrupt folder stays corrupt on every read."""
     for attempt in range(_PAIR_READS):
-        raw, meta = _read_metadata(folder)
-        meta, spec = _checked_metadata(folder, expect_device, meta)
+        meta, spec = _checked_metadata(folder, expect_device, _read_metadata(folder)[1])
         try:
             model_file, payload = _verified_model_file(folder, meta)
             return meta, spec, model_file, payload
         except ModelError:
-            try:
-                again = _read_metadata(folder)[0]
-            except ModelError:
-                again = None  # the folder was between versions: read it again
-            if again == raw or attempt == _PAIR_READS - 1:
+            if attempt == _PAIR_READS - 1:
                 raise
+            time.sleep(_PAIR_PAUSE_S * (attempt + 1))
     raise AssertionError("unreachable")  # pragma: no cover
 
 
