@@ -20,20 +20,21 @@ import torch
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 import predictor
-from predictor.artifacts import LGBM_FILE, save_model
-from predictor.candidate import to_template_kwargs
-from predictor.device import DeviceInfo
-from predictor.problem import Problem
+from predictor.artifacts.model_folder import LGBM_FILE, save_model
+from predictor.core.candidate import to_template_kwargs
+from predictor.core.device import DeviceInfo
+from predictor.core.problem import Problem
 from predictor.rankers import make_ranker
-from predictor.runtime import discovery, hook, inductor_inputs, installing
-from predictor.runtime.hook import GemmPruner, HookSettings, find_model, problem_from_inputs
+from predictor.runtime.choices import discovery, pruner as hook, gemm_inputs as inductor_inputs
+from predictor.runtime import install as installing
+from predictor.runtime.choices.pruner import GemmPruner, HookSettings, find_model, problem_from_inputs
 from predictor.spaces import enumerate_space
 from predictor.testing import fakes
 from predictor.testing.fakes import FakeInputs, ktc
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm-all"
-LOGGER = "predictor.runtime.hook"
+LOGGER = "predictor.runtime.choices.pruner"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -545,7 +546,7 @@ def test_compile_with_a_broken_model_passes_through(model_root, tmp_path, caplog
 
 def test_a_favoured_aten_stays_alone_on_small_gemms_only():
     """Inductor's benchmark overstates cuBLAS on small GEMMs, so a favoured aten is not put up against Triton."""
-    from predictor.features import ideal_time_us
+    from predictor.core.features import ideal_time_us
 
     def aten_first(problem):
         choices = fake_choices(problem)
@@ -774,7 +775,7 @@ def test_output_feeds_pointwise_reads_the_fx_users_through_views():
 
 
 def test_output_consumers_names_the_ops_behind_views():
-    from predictor.runtime.inductor_inputs import output_consumers
+    from predictor.runtime.choices.gemm_inputs import output_consumers
 
     a, b = torch.randn(8, 4), torch.randn(4, 6)
     assert output_consumers(_mm_nodes(_graph_of(lambda x, y: torch.nn.functional.gelu(x @ y), a, b))[0]) == ["aten.gelu"]
@@ -789,7 +790,7 @@ def test_output_consumers_names_the_ops_behind_views():
 
 
 def test_a_gemm_with_an_epilogue_keeps_its_best_triton_template_beside_a_favoured_aten(monkeypatch):
-    from predictor.candidate import from_template_kwargs
+    from predictor.core.candidate import from_template_kwargs
 
     problem = Problem("mm", 8192, 8192, 8192, "float16")
     choices = fake_choices(problem)
@@ -1082,7 +1083,7 @@ def test_a_later_addmm_call_keeps_cublas_for_float32_under_tf32(monkeypatch):
     bias_1d, bias_2d = FakeNode((768,), (1,), torch.float32), FakeNode((512, 768), (0, 1), torch.float32)
     triton_call = [c for c in fake_choices(problem) if not c.template.uid.startswith("aten::")]
     monkeypatch.setattr(inductor_inputs, "_tf32_enabled", lambda: False)
-    from predictor.runtime import split_addmm
+    from predictor.runtime.choices import split_addmm
     for tf32, expected in ((False, [triton_call[-1]]), (True, [])):
         monkeypatch.setattr(split_addmm, "_tf32_enabled", lambda tf32=tf32: tf32)
         p = pruner(FamilyRanker(3.0), policy="decide", fallback="aten")
@@ -1093,8 +1094,8 @@ def test_a_later_addmm_call_keeps_cublas_for_float32_under_tf32(monkeypatch):
 def test_a_later_addmm_call_takes_the_same_gap_floors_as_the_aten_call(monkeypatch):
     """The split-addmm path decides with ``policy.decide_gap_for``, as one call does: a float32 Triton favourite half
     a point behind cuBLAS passes the default gap (-2.5) but not float32's floor (0.0)."""
-    from predictor.runtime import split_addmm
-    from predictor.runtime.policy import FLOAT32_GAP
+    from predictor.runtime.choices import split_addmm
+    from predictor.runtime.choices.policy import FLOAT32_GAP
 
     monkeypatch.setattr(split_addmm, "_tf32_enabled", lambda: False)
     monkeypatch.setattr(inductor_inputs, "_tf32_enabled", lambda: False)
@@ -1116,7 +1117,7 @@ def test_tf32_read_through_the_per_backend_precision_api():
     import sys
 
     code = ("import torch; torch.backends.cuda.matmul.fp32_precision = 'tf32'; "
-            "from predictor.runtime.inductor_inputs import _tf32_enabled; print(_tf32_enabled())")
+            "from predictor.runtime.choices.gemm_inputs import _tf32_enabled; print(_tf32_enabled())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
 
@@ -1125,7 +1126,7 @@ def test_a_split_addmm_is_tied_to_the_node_being_lowered(monkeypatch):
     """Operand names, sizes and strides repeat across graphs: a Triton-only addmm list of another lowering (the model
     compiled again with aten GEMMs off) must not be taken for the later part of an earlier aten call, which would
     leave Inductor no choice at all (NoValidChoicesError)."""
-    from predictor.runtime import split_addmm
+    from predictor.runtime.choices import split_addmm
 
     problem = Problem("addmm", 512, 768, 3072, "float16")
     a, b = FakeNode((512, 3072), (3072, 1)), FakeNode((3072, 768), (768, 1))
@@ -1143,7 +1144,7 @@ def test_a_split_addmm_is_tied_to_the_node_being_lowered(monkeypatch):
 
 
 def test_quantized_gemms_never_take_triton_behind_cublas():
-    from predictor.runtime.policy import DECIDE_MIN_GAP, decide_gap_for
+    from predictor.runtime.choices.policy import DECIDE_MIN_GAP, decide_gap_for
 
     def problem(op: str, m: int = 512, k: int = 4096) -> Problem:
         dtype = {"int_mm": "int8", "scaled_mm_rowwise": "float8_e4m3fn", "scaled_mm_tensorwise": "float8_e4m3fn"}
@@ -1156,7 +1157,7 @@ def test_quantized_gemms_never_take_triton_behind_cublas():
 
 
 def test_float32_gemms_take_triton_only_where_the_model_favours_it():
-    from predictor.runtime.policy import DECIDE_MIN_GAP, FLOAT32_GAP, decide_gap_for, decide_one
+    from predictor.runtime.choices.policy import DECIDE_MIN_GAP, FLOAT32_GAP, decide_gap_for, decide_one
 
     fp32 = Problem("mm", 8, 3072, 768, "float32")
     assert decide_gap_for(fp32, DECIDE_MIN_GAP) == FLOAT32_GAP == 0.0
@@ -1173,11 +1174,11 @@ def test_the_float32_floor_keeps_cublas_where_the_labels_say_triton_trails_it():
     """On the shipped H200 labels' held-out fp32 problems the floor lifts the decide policy's oracle (gap -2.5 picks
     Triton favourites that trail cuBLAS in score and run slower than it)."""
     from predictor.offline.metrics import decision_sides
-    from predictor.artifacts import load_model
-    from predictor.device import DeviceInfo
+    from predictor.artifacts.model_folder import load_model
+    from predictor.core.device import DeviceInfo
     from predictor.offline.split import in_groups, recorded_test_groups
-    from predictor.runtime.policy import DECIDE_MIN_GAP, FLOAT32_GAP
-    from predictor.schema import read_dataset
+    from predictor.runtime.choices.policy import DECIDE_MIN_GAP, FLOAT32_GAP
+    from predictor.artifacts.schema import read_dataset
 
     root = Path(__file__).resolve().parents[1]
     ranker, meta = load_model(root / "models" / "h200-default-lgbm")
@@ -1194,7 +1195,7 @@ def test_the_float32_floor_keeps_cublas_where_the_labels_say_triton_trails_it():
 
 
 def test_few_rows_with_a_long_k_keep_cublas_unless_triton_clearly_leads():
-    from predictor.runtime.policy import SMALL_M_LONG_K_GAP, decide_gap_for, decide_one
+    from predictor.runtime.choices.policy import SMALL_M_LONG_K_GAP, decide_gap_for, decide_one
 
     decode_down = Problem("mm", 8, 2048, 5632, "bfloat16")  # a decode step's down projection: cuBLAS splits K
     assert decide_gap_for(decode_down, -1.5) == SMALL_M_LONG_K_GAP == 2.0

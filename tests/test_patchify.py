@@ -7,8 +7,9 @@ import pytest
 import torch
 
 import predictor
-from predictor.runtime import installing, patchify
-from predictor.runtime.table_patch import added_entries, decomposition_tables
+from predictor.runtime import install as installing
+from predictor.runtime.lowerings import patchify
+from predictor.runtime.lowerings.tables import added_entries, decomposition_tables
 
 aten = torch.ops.aten
 
@@ -440,9 +441,9 @@ def test_the_hooks_cache_keys_carry_the_decompositions_source(monkeypatch):
     keys (torch 2.13's uuid, torch 2.11's pickle of the config value)."""
     import pickle
 
-    from predictor.runtime import hook
-    from predictor.runtime.decompositions import decompositions_digest
-    from predictor.runtime.settings import HookSettings
+    from predictor.runtime.choices import pruner as hook
+    from predictor.runtime.lowerings.registry import decompositions_digest
+    from predictor.runtime.choices.settings import HookSettings
 
     pruner = hook.GemmPruner(HookSettings())
     assert decompositions_digest() in pickle.dumps(pruner).decode("latin-1")
@@ -457,10 +458,10 @@ def test_the_decompositions_digest_covers_the_rules_that_pick_kernels(monkeypatc
     the older rule is not reused from Inductor's cache."""
     from pathlib import Path
 
-    from predictor.runtime.decompositions import decompositions_digest
+    from predictor.runtime.lowerings.registry import decompositions_digest
 
     before = decompositions_digest.__wrapped__()
     original = Path.read_bytes
-    for name in ("policy.py", "split_addmm.py", "hook.py"):
+    for name in ("policy.py", "split_addmm.py", "pruner.py"):
         monkeypatch.setattr(Path, "read_bytes", lambda self, n=name: original(self) + (b"#" if self.name == n else b""))
         assert decompositions_digest.__wrapped__() != before, name

@@ -32,7 +32,7 @@ import json, sys
 from pathlib import Path
 import torch
 import predictor
-from predictor.device import DeviceInfo
+from predictor.core.device import DeviceInfo
 from predictor.runtime import discovery
 from predictor.testing.fakes import FakeInputs, FakeNode, ktc
 
@@ -94,7 +94,7 @@ def test_wheel_carries_the_models_and_not_the_datasets(wheel: Path) -> None:
     assert not [n for n in names if n.startswith("datasets/") or n.endswith(".parquet")]
     modules = [n for n in names if n.endswith(".py")]
     assert "predictor/runtime/hook.py" in modules and [n for n in modules if not (ROOT / n).is_file()] == []
-    assert "predictor/tree_walk.c" in names  # the compiled walker's source (predictor.compiled_walk)
+    assert "predictor/tree_walk.c" in names  # the compiled walker's source (predictor.artifacts.compiled_walk)
     tables = sorted(p.name for p in (ROOT / "models" / "gemv-blocks").glob("*.json"))
     assert tables and all(f"predictor/models/gemv-blocks/{t}" in names for t in tables)  # GEMV block tables
     assert wheel.stat().st_size < MAX_WHEEL_BYTES, f"wheel is {wheel.stat().st_size / 2**20:.1f} MiB"

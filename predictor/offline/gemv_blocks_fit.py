@@ -2,7 +2,7 @@
 
     gemm-predictor gemv-fit datasets/nvidia-h100/gemv_blocks.parquet --out models/gemv-blocks/nvidia-h100.json
 
-The table (``predictor.runtime.gemv_blocks``) holds each labelled problem's block-config times; at compile time a
+The table (``predictor.runtime.lowerings.gemv_blocks``) holds each labelled problem's block-config times; at compile time a
 GEMV kernel takes the config that did best on the nearest labelled problems (same number of fused GEMVs, an
 activation ahead or not, nearest number of vector loads -- the work fused ahead --, log2 distance in n and k; one
 problem for a plain single GEMV, three otherwise: ``gemv_blocks.neighbours``). Which
@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 from predictor.offline.gemv_eval import read_labels
-from predictor.runtime.gemv import takes_reduction, takes_reduction_by_table
-from predictor.runtime.gemv_blocks import K_TAIL_EXPONENT, MIN_K, GemvKernel, ranked_configs
+from predictor.runtime.lowerings.gemv import takes_reduction, takes_reduction_by_table
+from predictor.runtime.lowerings.gemv_blocks import K_TAIL_EXPONENT, MIN_K, GemvKernel, ranked_configs
 
 KIND = "gemv_block_labels"
 ATEN, DEFAULT = "aten/plain", "gemv/reduction"
@@ -41,7 +41,7 @@ def problems(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per problem: its fields, ``aten_us``, ``default_us``, the winning block ``config`` and ``times``
     (candidate -> us). Labels collected before forms were named (no ``form``/``vector_loads``) are the plain GEMV
     (``mm-x1``) and the pair (``mm-x2``), which load the vector alone; labels without ``activation_ahead`` have one
-    ahead exactly in the ``silu_mul`` form (``predictor.runtime.gemv_blocks.count_activations_ahead``)."""
+    ahead exactly in the ``silu_mul`` form (``predictor.runtime.lowerings.gemv_blocks.count_activations_ahead``)."""
     ok = frame[frame["status"] == "ok"]
     rows = []
     for (pid, _), group in ok.groupby(["problem_id", "family_tag"], sort=False):  # one shape may serve two models
@@ -134,7 +134,7 @@ def _markdown(scores: pd.DataFrame) -> str:
 
 
 def write_table(probs: pd.DataFrame, path: Path, metadata: dict[str, Any], dataset: str) -> None:
-    payload = {"what": "GEMV reduction blocks per labelled problem (predictor.runtime.gemv_blocks)",
+    payload = {"what": "GEMV reduction blocks per labelled problem (predictor.runtime.lowerings.gemv_blocks)",
                "dataset": dataset, **{k: metadata.get(k) for k in ("gpu", "cc", "torch", "triton")},
                "problems": table_rows(probs)}
     path.parent.mkdir(parents=True, exist_ok=True)
