@@ -1,4 +1,4 @@
-"""The compiled tree walker (``predictor/tree_walk.c``) scores exactly as the numpy walk, bit for bit, on every
+"""The compiled tree walker (``predictor/artifacts/tree_walk.c``) scores exactly as the numpy walk, bit for bit, on every
 layout and size the hook can hand it; it is compiled once and cached; and without a working compiler, or when
 told not to, ``TextForest`` walks in numpy with the same scores."""
 

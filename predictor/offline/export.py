@@ -172,7 +172,7 @@ def export_table(fn_or_module: Any, example_inputs: Any, out_path: str | os.Path
     Inductor's benchmark picks among several at compile time, after the hook has recorded them)."""
     import torch
 
-    from ..runtime import compiling, installing
+    from ..runtime import compile as compiling, install as installing
 
     if compile_kwargs.get("tune") is not None:
         raise ValueError("export_table records one decision per GEMM; tune= leaves the pick to Inductor's benchmark")

@@ -136,7 +136,7 @@ def repeat_report(probs: list[dict[str, Any]], repeat: list[dict[str, Any]]) -> 
 
 
 def write_table(probs: list[dict[str, Any]], path: Path, metadata: dict[str, Any], dataset: str) -> None:
-    payload = {"what": "few-rows kernel block configs per labelled weight (predictor.runtime.lowerings.few_rows)",
+    payload = {"what": "few-rows kernel block configs per labelled weight (predictor.runtime.few_rows)",
                "dataset": dataset, **{k: metadata.get(k) for k in ("gpu", "cc", "torch", "triton")},
                "problems": probs}
     path.parent.mkdir(parents=True, exist_ok=True)

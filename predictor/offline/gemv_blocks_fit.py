@@ -134,7 +134,7 @@ def _markdown(scores: pd.DataFrame) -> str:
 
 
 def write_table(probs: pd.DataFrame, path: Path, metadata: dict[str, Any], dataset: str) -> None:
-    payload = {"what": "GEMV reduction blocks per labelled problem (predictor.runtime.lowerings.gemv_blocks)",
+    payload = {"what": "GEMV reduction blocks per labelled problem (predictor.runtime.gemv_blocks)",
                "dataset": dataset, **{k: metadata.get(k) for k in ("gpu", "cc", "torch", "triton")},
                "problems": table_rows(probs)}
     path.parent.mkdir(parents=True, exist_ok=True)
