@@ -15,7 +15,7 @@ import torch
 import predictor
 from predictor.artifacts.model_folder import read_metadata
 from predictor.core.device import DeviceInfo
-from predictor.runtime.choices.pruner import find_model
+from predictor.runtime.choices.discovery import find_model
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

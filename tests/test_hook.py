@@ -20,14 +20,17 @@ import torch
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 import predictor
-from predictor.artifacts.model_folder import LGBM_FILE, save_model
+from predictor.artifacts.model_folder import LGBM_FILE, read_metadata, save_model
 from predictor.core.candidate import to_template_kwargs
 from predictor.core.device import DeviceInfo
 from predictor.core.problem import Problem
 from predictor.rankers import make_ranker
 from predictor.runtime.choices import discovery, pruner as hook, gemm_inputs as inductor_inputs
 from predictor.runtime import install as installing
-from predictor.runtime.choices.pruner import GemmPruner, HookSettings, find_model, problem_from_inputs
+from predictor.runtime.choices.discovery import find_model
+from predictor.runtime.choices.gemm_inputs import problem_from_inputs
+from predictor.runtime.choices import filtering
+from predictor.runtime.choices.pruner import GemmPruner, HookSettings
 from predictor.spaces import enumerate_space
 from predictor.testing import fakes
 from predictor.testing.fakes import FakeInputs, ktc
@@ -355,7 +358,7 @@ def test_model_for_a_gpu_of_the_same_architecture_is_used_with_one_warning(model
 def test_filter_overhead_with_a_real_model(model_root):
     """~30 choices through features + LightGBM: the budget is well under 5 ms per GEMM."""
     if (SHIPPED / "metadata.json").is_file():
-        shipped = DeviceInfo.from_metadata(hook.read_metadata(SHIPPED))
+        shipped = DeviceInfo.from_metadata(read_metadata(SHIPPED))
         p = GemmPruner(HookSettings(model=str(SHIPPED), top_k=5, device=shipped)).load()
     else:
         p = GemmPruner(HookSettings(model=str(model_root / "syn-lgbm-all"), top_k=5, device=DEVICE)).load()
@@ -767,11 +770,11 @@ def _mm_nodes(graph):
 
 def test_output_feeds_pointwise_reads_the_fx_users_through_views():
     a, b = torch.randn(8, 4), torch.randn(4, 6)
-    assert hook.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: torch.nn.functional.gelu(x @ y), a, b))[0])
-    assert hook.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: (x @ y).view(2, 24) + 1, a, b))[0])
-    assert not hook.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: x @ y, a, b))[0])
-    assert not hook.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: (x @ y).sum(0), a, b))[0])
-    assert not hook.output_feeds_pointwise(None)
+    assert filtering.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: torch.nn.functional.gelu(x @ y), a, b))[0])
+    assert filtering.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: (x @ y).view(2, 24) + 1, a, b))[0])
+    assert not filtering.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: x @ y, a, b))[0])
+    assert not filtering.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: (x @ y).sum(0), a, b))[0])
+    assert not filtering.output_feeds_pointwise(None)
 
 
 def test_output_consumers_names_the_ops_behind_views():
@@ -803,16 +806,16 @@ def test_a_gemm_with_an_epilogue_keeps_its_best_triton_template_beside_a_favoure
     with_gelu = _mm_nodes(_graph_of(lambda x, y: torch.nn.functional.gelu(x @ y), a, b))[0]
     bare = _mm_nodes(_graph_of(lambda x, y: x @ y, a, b))[0]
 
-    monkeypatch.setattr(hook, "_lowering_node", lambda: with_gelu)
+    monkeypatch.setattr(filtering, "_lowering_node", lambda: with_gelu)
     p = pruner(ranker=PositionRanker(scores), top_k=1, epilogue_templates=1)
     assert p.filter(choices, inputs, "mm") == [choices[0], choices[best_mm]]
     assert p.stats()["epilogue_templates_added"] == 1
     assert pruner(ranker=PositionRanker(scores), top_k=1).filter(choices, inputs, "mm") == [choices[0]]  # default off
-    monkeypatch.setattr(hook, "_lowering_node", lambda: bare)
+    monkeypatch.setattr(filtering, "_lowering_node", lambda: bare)
     assert pruner(ranker=PositionRanker(scores), top_k=1, epilogue_templates=1).filter(choices, inputs, "mm") == [
         choices[0]]
     # a kept template already serves: nothing is added
-    monkeypatch.setattr(hook, "_lowering_node", lambda: with_gelu)
+    monkeypatch.setattr(filtering, "_lowering_node", lambda: with_gelu)
     scores2 = scores.copy()
     scores2[best_mm] = 99.0
     assert pruner(ranker=PositionRanker(scores2), top_k=2, margin=None, epilogue_templates=1).filter(
@@ -835,7 +838,7 @@ def test_the_lowering_node_is_seen_during_a_real_compile(model_root):
         real = p.filter
 
         def recording(choices, kernel_inputs, op_name):
-            seen.append((op_name, hook.output_feeds_pointwise(hook._lowering_node())))
+            seen.append((op_name, filtering.output_feeds_pointwise(filtering._lowering_node())))
             return real(choices, kernel_inputs, op_name)
 
         p.filter = recording

@@ -23,7 +23,7 @@ from predictor.core.features import FEATURE_NAMES, feature_matrix
 from predictor.rankers import make_ranker
 from predictor.rankers.tree import TreeArrays
 from predictor.runtime.choices import discovery
-from predictor.runtime.choices.pruner import find_model, model_roots
+from predictor.runtime.choices.discovery import find_model, model_roots
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
 PACKAGE = Path(__file__).resolve().parents[1]

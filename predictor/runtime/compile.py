@@ -32,25 +32,18 @@ What it sets, and why (the figures, with the commands that reproduce them: docs/
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 from collections.abc import Iterator
 from typing import Any, Callable
 
 from . import install as installing
-from .lowerings.conv import convolutions_as_plain
-from .dynamic.dynamic_hints import dynamic_kernel_hints
-from .lowerings.few_rows import few_rows_gemms
-from .lowerings.few_rows import rule_for_this_gpu as few_rows_rule
-from .lowerings.gemv import gemv_as_reduction
-from .lowerings  import gemv_blocks
-from .lowerings.gemv_blocks import GemvKernel, choose_from_table
-from .lowerings.pad_k import short_k_padded
-from .lowerings.patchify import patchify_as_gemm
-from .lowerings.grouped_mm import grouped_mm_decided
 from .choices.policy import DECIDE_MIN_GAP
 from .choices.settings import HookSettings
-from .dynamic.size_ranges import size_ranges
+from .lowerings import gemv_blocks, registry
+from .lowerings.base import CompileFlags
+from .lowerings.gemv_blocks import GemvKernel, choose_from_table
 from .lowerings.tables import wrapped_attribute
 
 # Inductor options predictor.compile passes to torch.compile (a user's ``options`` win over these).
@@ -132,10 +125,10 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
             # codegen happen in compile_fx's inner compile, which runs for the backward later, at its first call,
             # outside this call: inner_compile carries their patches there (config_patches, compile_fx re-applies)
             # a symbolic M: one kernel per range of it (opt-in), or else the few-rows kernel up to 16 rows
-            ranges = size_ranges() if by_size_range else few_rows_gemms(few_rows_rule())
-            with gemv_as_reduction(), patchify_as_gemm(patchify), short_k_padded(pad_k), ranges, \
-                    _capture_aware_cudagraphify(), _without_autograd_cache(not (patchify and pad_k)):
-                return compile_fx(model_, inputs_, inner_compile=_inner_compile_as_decided(gemv_choice()),
+            flags = CompileFlags(patchify=patchify, pad_k=pad_k, size_ranges=by_size_range, gemv_top=gemv_top())
+            with registry.entered("trace", flags), _capture_aware_cudagraphify(), \
+                    _without_autograd_cache(not (patchify and pad_k)):
+                return compile_fx(model_, inputs_, inner_compile=_inner_compile_as_decided(flags),
                                   config_patches=patches)
 
     return PredictorInductor(None, {**options, "triton.cudagraphs": cudagraphs is not False}, None)
@@ -150,27 +143,29 @@ def _without_autograd_cache(bypass: bool) -> contextlib.AbstractContextManager[A
     return functorch_config.patch(enable_autograd_cache=False) if bypass else contextlib.nullcontext()
 
 
-def _inner_compile_as_decided(gemv_blocks_choice: Callable[[GemvKernel], Any]) -> Callable[..., Any]:
+def _inner_compile_as_decided(flags: CompileFlags) -> Callable[..., Any]:
     """Inductor's inner compile (one graph's lowering and codegen: the forward now, a backward at its first call)
-    with convolutions lowered as plain, grouped GEMMs decided, GEMV kernels given the table's blocks and a dynamic
-    graph's kernels sized for large sizes (``dynamic_hints``). Without it a training graph's backward would lower
-    grouped GEMMs under ``max_autotune_gemm`` and benchmark ~40 configs each."""
+    inside the registry's "lower" lowerings (convolutions as plain, grouped GEMMs decided, GEMV kernels given the
+    table's blocks, a dynamic graph's kernels sized for large sizes). Without it a training graph's backward would
+    lower grouped GEMMs under ``max_autotune_gemm`` and benchmark ~40 configs each."""
     def inner_compile(gm: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
         from torch._inductor import compile_fx
 
-        with (convolutions_as_plain(), grouped_mm_decided(), gemv_blocks.gemv_blocks(gemv_blocks_choice),
-              dynamic_kernel_hints(example_inputs)):
+        with registry.entered("lower", dataclasses.replace(flags, example_inputs=example_inputs)):
             return compile_fx.compile_fx_inner(gm, example_inputs, *args, **kwargs)
     return inner_compile
 
 
-def gemv_choice() -> Callable[[GemvKernel], Any]:
-    """How this compile's GEMV kernels get their blocks (the table read once here, not per kernel): the table's
-    best; under ``tune=K`` (the installed hook's policy "tune") the table's K best, benchmarked by Inductor on each
-    kernel's first call."""
+def gemv_top() -> int:
+    """GEMV block configs per kernel: the table's best; under ``tune=K`` (the installed hook's policy "tune") the
+    table's K best, benchmarked by Inductor on each kernel's first call."""
     settings = installing._STACK[-1].pruner.settings if installing._STACK else None
-    top = settings.top_k if settings is not None and settings.policy in ("prune", "tune") else 1
-    return functools.partial(choose_from_table, rows=gemv_blocks.table_for_this_gpu(), top=top)
+    return settings.top_k if settings is not None and settings.policy in ("prune", "tune") else 1
+
+
+def gemv_choice() -> Callable[[GemvKernel], Any]:
+    """How this compile's GEMV kernels get their blocks (``gemv_top`` of this GPU's table)."""
+    return functools.partial(choose_from_table, rows=gemv_blocks.table_for_this_gpu(), top=gemv_top())
 
 
 def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,

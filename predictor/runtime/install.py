@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..core.device import DeviceInfo
-from .choices.pruner import _STAT_KEYS, SEARCH_SPACE, GemmPruner
+from .choices.counters import empty_stats
+from .choices.pruner import SEARCH_SPACE, GemmPruner
 from .choices.installed import _LAST, _STACK, _Installed
 from .choices.policy import ATEN_ALONE_BELOW_US, DECIDE_MIN_GAP
 from .choices.settings import HookSettings
@@ -165,4 +166,4 @@ def stats() -> dict[str, Any]:
     """The counters of the most recently installed pruner (see ``GemmPruner.stats``); zeros if none."""
     if _LAST:
         return _LAST[0].stats()
-    return {**{key: 0 for key in _STAT_KEYS}, "fallbacks": {}, "filter_ms_max": 0.0, "filter_ms_median": 0.0}
+    return empty_stats()

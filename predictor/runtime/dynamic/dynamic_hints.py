@@ -35,7 +35,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Callable
 
-from ..lowerings  import symbolic_tiling
+from ..lowerings import symbolic_tiling
 from ..lowerings.pointwise_by_size import BLOCKS, SIZE_ARGUMENT_BITS, by_size_source
 from ..lowerings.tables import wrapped_attribute
 
