@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from predictor.schema import read_dataset
+from predictor.artifacts.schema import read_dataset
 
 
 def agreement(bulk: pd.DataFrame, inductor: pd.DataFrame) -> pd.DataFrame:

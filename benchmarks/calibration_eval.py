@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from predictor.artifacts import load_model
-from predictor.device import DeviceInfo
+from predictor.artifacts.model_folder import load_model
+from predictor.core.device import DeviceInfo
 from predictor.offline.calibrate_fit import base_training_rows, fit_calibrated
 from predictor.offline.calibration import Ledger
 from predictor.offline.split import in_groups
 from predictor.offline.train import evaluate_ranker
-from predictor.schema import read_dataset
+from predictor.artifacts.schema import read_dataset
 
 MINUTES = (2, 5, 10, 15)
 

@@ -30,7 +30,7 @@ def main() -> None:
     import torch
 
     from collectors.bulk import collect
-    from predictor.schema import read_dataset
+    from predictor.artifacts.schema import read_dataset
 
     corpus = pd.read_parquet(args.corpus)
     sample = corpus.sample(n=min(args.problems, len(corpus)), random_state=args.seed)

@@ -24,9 +24,9 @@ from pathlib import Path
 def pick_gemms(model: str, dataset: str, n: int, seed: int) -> list[dict]:
     """Real-model GEMMs (llm/enc/vit/speech families) from the model's held-out side of the split."""
 
-    from predictor.artifacts import read_metadata
+    from predictor.artifacts.model_folder import read_metadata
     from predictor.offline.split import in_groups, recorded_test_groups
-    from predictor.schema import read_dataset
+    from predictor.artifacts.schema import read_dataset
 
     rows = read_dataset(dataset)
     test = rows[in_groups(rows, recorded_test_groups(read_metadata(model)) or [])]
@@ -86,7 +86,7 @@ def build(g: dict):
     import torch
 
     from collectors.runners import make_operands
-    from predictor.problem import Problem
+    from predictor.core.problem import Problem
 
     p = Problem(op=g["op"], m=int(g["m"]), n=int(g["n"]), k=int(g["k"]), dtype=g["dtype"], layout_a=g["layout_a"],
                 layout_b=g["layout_b"])

@@ -18,7 +18,7 @@ def time_compiled(compiled: dict[str, Callable[[Any], Any]], x: Any, reference: 
     import triton.testing
 
     import predictor
-    from predictor.runtime import installing
+    from predictor.runtime import install as installing
 
     record: dict[str, float] = {}
     try:

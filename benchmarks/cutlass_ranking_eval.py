@@ -1,4 +1,4 @@
-"""Offline: how the hook's analytic CUTLASS ranking (``predictor.runtime.cutlass.tile_score``) orders the CUTLASS kernels
+"""Offline: how the hook's analytic CUTLASS ranking (``predictor.runtime.choices.cutlass.tile_score``) orders the CUTLASS kernels
 Inductor really timed (CPU; reads a ``compile_bench`` results.json with ``+cutlass`` modes).
 
     python -m benchmarks.cutlass_ranking_eval docs/benchmarks/h200-cutlass/results.json
@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from predictor.candidate import from_choice_caller
+from predictor.core.candidate import from_choice_caller
 from predictor.offline.report import markdown_table
-from predictor.runtime.cutlass import tile_score
+from predictor.runtime.choices.cutlass import tile_score
 
 
 def timed_kernels(results: dict, gemm: dict) -> tuple[pd.DataFrame, float]:

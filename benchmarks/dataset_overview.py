@@ -53,7 +53,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from predictor.offline.report import markdown_table
-    from predictor.schema import read_dataset
+    from predictor.artifacts.schema import read_dataset
 
     rows = read_dataset(args.dataset)
     gpu = rows.attrs["metadata"].get("gpu", "?")

@@ -1,4 +1,4 @@
-"""Calibrate ``predictor.runtime.policy.DECIDE_MIN_GAP``: how far must the model's favourite Triton kernel lead cuBLAS?
+"""Calibrate ``predictor.runtime.choices.policy.DECIDE_MIN_GAP``: how far must the model's favourite Triton kernel lead cuBLAS?
 
     python -m benchmarks.decide_gap --model models/h200-default-lgbm --dataset datasets/nvidia-h200/default.parquet
     python -m benchmarks.decide_gap --model models/h100-default-lgbm --dataset datasets/nvidia-h100/default.parquet --m-range 2-16
@@ -20,12 +20,12 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from predictor.artifacts import load_model
-from predictor.device import DeviceInfo
+from predictor.artifacts.model_folder import load_model
+from predictor.core.device import DeviceInfo
 from predictor.offline.metrics import decided_fraction, decision_sides
 from predictor.offline.split import in_groups, recorded_test_groups
-from predictor.runtime.policy import DECIDE_MIN_GAP
-from predictor.schema import read_dataset
+from predictor.runtime.choices.policy import DECIDE_MIN_GAP
+from predictor.artifacts.schema import read_dataset
 
 THRESHOLDS = (-4.0, -3.0, -2.5, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, float("inf"))
 

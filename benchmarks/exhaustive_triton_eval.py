@@ -15,13 +15,13 @@ import argparse
 
 import pandas as pd
 
-from predictor.artifacts import load_model, read_metadata
-from predictor.device import DeviceInfo
+from predictor.artifacts.model_folder import load_model, read_metadata
+from predictor.core.device import DeviceInfo
 from predictor.offline.metrics import per_problem_fraction, summarise
 from predictor.offline.split import in_groups, recorded_test_groups
-from predictor.problem import problem_from_row
+from predictor.core.problem import problem_from_row
 from predictor.rankers import make_ranker
-from predictor.schema import read_dataset
+from predictor.artifacts.schema import read_dataset
 from predictor.spaces import enumerate_space
 
 

@@ -6,7 +6,7 @@ For each GEMM family (N, K, dtype, B layout) the function ``a @ b`` is compiled 
 (``torch._dynamo.mark_dynamic``), under max-autotune, in each mode:
   single     no multi-kernel hints (one kernel, autotuned at the first call's M)
   fixed      ``config.multi_kernel_hints = [64, 256, 4096]``
-  predicted  ``config.multi_kernel_hints = predictor.runtime.hints.suggest_hints([family])``
+  predicted  ``config.multi_kernel_hints = predictor.runtime.dynamic.hints.suggest_hints([family])``
   plain      plain torch.compile (cuBLAS), the reference
 then timed at runtime sizes across [1, 16384] under a CUDA graph (warm L2). Records compile seconds, the number
 of kernels each mode compiles for the GEMM (one per hint, plus the unhinted one) and the choices Inductor
@@ -40,8 +40,8 @@ def hints_for(mode: str, fam) -> list[int]:
         return []
     if mode == "fixed":
         return list(FIXED)
-    from predictor.problem import Problem
-    from predictor.runtime.hints import suggest_hints
+    from predictor.core.problem import Problem
+    from predictor.runtime.dynamic.hints import suggest_hints
 
     n, k, dtype, lb = fam
     return suggest_hints([Problem("int_mm" if dtype == "int8" else "mm", 1, n, k, dtype, layout_b=lb)])

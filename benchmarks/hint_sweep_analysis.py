@@ -2,7 +2,7 @@
 
     python -m benchmarks.hint_sweep_analysis --out docs/hints
 
-For each M-sweep family of the bulk dataset: the hints ``predictor.runtime.hints`` chooses from the grid (with the
+For each M-sweep family of the bulk dataset: the hints ``predictor.runtime.dynamic.hints`` chooses from the grid (with the
 model named by --model; families on the held-out side of its split are marked), the fixed list, and the best
 single hint in hindsight. A hint's kernel is the true best at M = hint (what Inductor's autotuning at that hint
 picks); at every runtime M of the sweep the best of the chosen kernels is used, as multi-kernel dispatch would.
@@ -25,12 +25,12 @@ def main() -> None:
 
     import numpy as np
 
-    from predictor.artifacts import load_model
-    from predictor.device import DeviceInfo
+    from predictor.artifacts.model_folder import load_model
+    from predictor.core.device import DeviceInfo
     from predictor.offline.hint_eval import evaluate_hint_choice, hint_set_fraction
     from predictor.offline.split import in_groups, recorded_test_groups
-    from predictor.runtime.hints import FIXED_HINTS, HINT_GRID
-    from predictor.schema import read_dataset
+    from predictor.runtime.dynamic.hints import FIXED_HINTS, HINT_GRID
+    from predictor.artifacts.schema import read_dataset
 
     model, meta = load_model(args.model)
     device = DeviceInfo.from_metadata(meta)

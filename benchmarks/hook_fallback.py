@@ -51,7 +51,7 @@ def main() -> None:
         handler = logging.Handler()
         handler.emit = lambda record: caught.append(record.getMessage())
         handler.setLevel(logging.WARNING)
-        logging.getLogger("predictor.runtime.hook").addHandler(handler)
+        logging.getLogger("predictor.runtime.choices.pruner").addHandler(handler)
         with config.patch({"force_disable_caches": True}):
             try:
                 with predictor.pruning(model=folder, top_k=5):
@@ -66,7 +66,7 @@ def main() -> None:
             except Exception as exc:  # the point: this must not happen
                 failures += 1
                 print(f"{name}: COMPILE FAILED: {type(exc).__name__}: {exc}")
-        logging.getLogger("predictor.runtime.hook").removeHandler(handler)
+        logging.getLogger("predictor.runtime.choices.pruner").removeHandler(handler)
     sys.exit(1 if failures else 0)
 
 

@@ -1,4 +1,4 @@
-"""GEMMs with a short reduction not a multiple of 8, as they are and zero-padded (``predictor.runtime.pad_k``), on the GPU.
+"""GEMMs with a short reduction not a multiple of 8, as they are and zero-padded (``predictor.runtime.lowerings.pad_k``), on the GPU.
 
     python -m benchmarks.pad_k_bench --out docs/benchmarks/pad_k/nvidia-h100
 
@@ -39,7 +39,7 @@ def time_case(case: tuple, rep: int = 200) -> dict[str, Any]:
     import torch.nn.functional as F
 
     import predictor
-    from predictor.runtime.pad_k import padded_k_count
+    from predictor.runtime.lowerings.pad_k import padded_k_count
 
     name, m, k, n, dtype_name = case
     dtype = getattr(torch, dtype_name)

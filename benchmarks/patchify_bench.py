@@ -5,7 +5,7 @@
 Per case (a vision model's stem or downsampling layer: batch, channels, spatial sizes, outputs, kernel = stride),
 one compiled function each, timed by CUDA-graph replay (``triton.testing.do_bench_cudagraph``, median):
 - ``conv_us``: ``F.conv`` under plain ``torch.compile`` (cuDNN, with Inductor's layout kernels);
-- ``gemm_us``: the GEMM form (``predictor.runtime.patchify.as_gemm``) under plain ``torch.compile`` (cuBLAS);
+- ``gemm_us``: the GEMM form (``predictor.runtime.lowerings.patchify.as_gemm``) under plain ``torch.compile`` (cuBLAS);
 - ``hook_us``: ``F.conv`` under ``predictor.compile`` (the GEMM form where ``patchify.takes_gemm`` takes it, the
   GEMM decided by the model).
 Writes ``results.json`` (records plus GPU and versions) and prints a table. A case that fails is recorded with its
@@ -45,7 +45,7 @@ def _case_functions(case: tuple, dtype: Any) -> tuple[Any, Any, Any]:
     import torch
     import torch.nn.functional as F
 
-    from predictor.runtime.patchify import as_gemm
+    from predictor.runtime.lowerings.patchify import as_gemm
 
     _, batch, channels, sizes, outs, kernel, channels_last = case
     x = torch.randn(batch, channels, *sizes, device="cuda", dtype=dtype)

@@ -23,12 +23,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
-from predictor.candidate import Candidate  # noqa: E402
-from predictor.device import DeviceInfo  # noqa: E402
-from predictor.features import feature_matrix  # noqa: E402
-from predictor.problem import Problem  # noqa: E402
+from predictor.core.candidate import Candidate  # noqa: E402
+from predictor.core.device import DeviceInfo  # noqa: E402
+from predictor.core.features import feature_matrix  # noqa: E402
+from predictor.core.problem import Problem  # noqa: E402
 from predictor.rankers import make_ranker  # noqa: E402
-from predictor.schema import read_dataset  # noqa: E402
+from predictor.artifacts.schema import read_dataset  # noqa: E402
 
 
 def candidate_rows(problem: Problem, count: int) -> pd.DataFrame:

@@ -29,9 +29,9 @@ def main() -> None:
 
     from collectors.bulk import BackgroundCompiler, compile_key, measure_problem
     from collectors.timing import L2Flusher
-    from predictor.candidate import parse_key
-    from predictor.problem import problem_from_row
-    from predictor.schema import read_dataset
+    from predictor.core.candidate import parse_key
+    from predictor.core.problem import problem_from_row
+    from predictor.artifacts.schema import read_dataset
 
     df = read_dataset(args.dataset)
     ok = df[df.status == "ok"]

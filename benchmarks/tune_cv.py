@@ -43,12 +43,12 @@ def main() -> None:
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
 
-    from predictor.artifacts import read_metadata
-    from predictor.device import DeviceInfo
+    from predictor.artifacts.model_folder import read_metadata
+    from predictor.core.device import DeviceInfo
     from predictor.offline.split import recorded_test_groups, split_by_group, split_by_named_groups
     from predictor.offline.train import evaluate_ranker
     from predictor.rankers import make_ranker
-    from predictor.schema import read_dataset
+    from predictor.artifacts.schema import read_dataset
 
     rows = read_dataset(args.dataset)
     device = DeviceInfo.from_metadata(rows.attrs["metadata"])

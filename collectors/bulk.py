@@ -21,10 +21,10 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from predictor.candidate import Candidate
-from predictor.device import DeviceInfo
-from predictor.problem import SCALED_OPS, Problem, problem_from_row
-from predictor.schema import SCHEMA_VERSION
+from predictor.core.candidate import Candidate
+from predictor.core.device import DeviceInfo
+from predictor.core.problem import SCALED_OPS, Problem, problem_from_row
+from predictor.artifacts.schema import SCHEMA_VERSION
 
 from .selection import Shard, load_problems, select_problems
 from .store import PartWriter
@@ -329,7 +329,7 @@ def seed_from_dataset(dataset: str | Path, out: str | Path, gpu_name: str, cc: s
     """Continue a committed dataset: copy it into the parts folder as a finished part and reuse its device and
     run metadata, so new parts carry the same metadata and finished problems are skipped. Refuses a dataset
     measured on another GPU. Returns the number of problems already done."""
-    from predictor.schema import read_dataset
+    from predictor.artifacts.schema import read_dataset
 
     df = read_dataset(dataset)
     meta = dict(df.attrs["metadata"])

@@ -28,10 +28,10 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from predictor.device import DeviceInfo
+from predictor.core.device import DeviceInfo
 from predictor.offline.calibration import PLAN_FILE, Ledger, calibration_dir
 from predictor.offline.split import problem_group, recorded_test_groups
-from predictor.problem import problem_from_row
+from predictor.core.problem import problem_from_row
 
 from .bulk import compile_key
 from .selection import load_problems
@@ -51,7 +51,7 @@ PLAN_COLUMNS = ("position", "problem_id", "reason", "stratum", "uncertainty", "m
 def held_out_groups(models: list[str]) -> set[str]:
     """The union of the problem groups these model folders held out; a model recording none is an error (a
     calibration scored on groups it may have labelled would be worthless)."""
-    from predictor.artifacts import read_metadata
+    from predictor.artifacts.model_folder import read_metadata
 
     groups: set[str] = set()
     for folder in models:
@@ -209,7 +209,7 @@ def run_calibration_collection(corpus: str, parts: str, minutes: float, base_mod
     ``prepare()``: measure or read this GPU's device description (writes ``device.json``/``run.json`` in
     ``parts``); ``collect_fn(order=, should_stop=, on_problem=)``: the collector (``collectors.bulk.collect`` on
     the GPU; a fake in CPU tests)."""
-    from predictor.artifacts import load_model
+    from predictor.artifacts.model_folder import load_model
 
     if not minutes > 0:
         raise ValueError(f"--minutes {minutes}: must be a positive number of minutes")

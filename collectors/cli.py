@@ -126,7 +126,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         if args.collect_only and args.fit_only:
             raise ValueError("calibrate: --collect-only and --fit-only exclude each other")
         if args.out:  # refuse a bad output folder before any GPU work, not after it
-            from predictor.atomic import MODEL, check_output_folder
+            from predictor.artifacts.atomic import MODEL, check_output_folder
 
             check_output_folder(args.out, MODEL)
             from predictor.offline.shipped import check_not_shipped
@@ -156,7 +156,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _prepare_gpu(corpus: str, parts: str):
     import torch
 
-    from predictor.device import DeviceInfo
+    from predictor.core.device import DeviceInfo
 
     from .bulk import prepare_run
 

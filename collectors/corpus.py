@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from predictor.schema import DatasetError, read_parquet, write_parquet
+from predictor.artifacts.schema import DatasetError, read_parquet, write_parquet
 
 # row building and the table of model families are re-exported here for callers of this module
 from .corpus_rows import (CORPUS_COLUMNS, MAX_MNKB, MAX_OPERAND_BYTES, _row, _take, corpus_frame,  # noqa: F401
@@ -265,7 +265,7 @@ def summary(df: pd.DataFrame) -> dict[str, pd.Series]:
 
 def write_corpus(df: pd.DataFrame, path: str | Path, seed: int) -> Path:
     """zstd parquet with metadata (seed, corpus_sha256, count), page checksums and ``footer_sha256``
-    (``predictor.schema.write_parquet``), written atomically."""
+    (``predictor.artifacts.schema.write_parquet``), written atomically."""
     path = Path(path)
     table = pa.Table.from_pandas(df[list(CORPUS_COLUMNS)], preserve_index=False)
     meta = {"corpus_version": CORPUS_VERSION, "seed": int(seed), "corpus_sha256": corpus_sha256(df), "count": len(df),

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from predictor.problem import SCALED_OPS
+from predictor.core.problem import SCALED_OPS
 
 from .corpus_rows import _row, _take, corpus_frame, int_mm_ok
 from .corpus_families import MODEL_FAMILIES, ModelFamily

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from predictor.problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem, default_out_dtype
+from predictor.core.problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem, default_out_dtype
 
 log = logging.getLogger(__name__)
 

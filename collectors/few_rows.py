@@ -8,8 +8,8 @@ Per problem (a weight in ``F.linear``'s layout, (n, k), and a row count m): the 
 m of 2, 4, 8, 16 and 32, in bf16. Candidates:
 
 - ``aten/mm``: ``x @ w.t()``, what plain ``torch.compile`` runs at a symbolic M (cuBLAS);
-- ``few_rows/N{BLOCK_N}_K{BLOCK_K}_w{warps}_s{stages}``: ``predictor.runtime.few_rows_kernel`` with that block
-  config (``predictor.runtime.few_rows.GRID``, those that fit), its rows padded to 16 (m <= 16) or 32.
+- ``few_rows/N{BLOCK_N}_K{BLOCK_K}_w{warps}_s{stages}``: ``predictor.runtime.lowerings.few_rows_kernel`` with that block
+  config (``predictor.runtime.lowerings.few_rows.GRID``, those that fit), its rows padded to 16 (m <= 16) or 32.
 
 Each output is checked against the fp32 product (``rel_err``), then every candidate is timed round-robin in one
 CUDA graph with L2 flushed before every launch (``collectors.timing``; median and IQR of ``--reps``): in a decode
@@ -28,7 +28,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from collectors.gemv import _MODELS, TOLERANCE, collect, rel_err
-from predictor.runtime.few_rows import GRID, config_name, fits
+from predictor.runtime.lowerings.few_rows import GRID, config_name, fits
 
 log = logging.getLogger(__name__)
 KIND = "few_rows_labels"
@@ -54,7 +54,7 @@ def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
     import torch
 
     from collectors.timing import time_round_robin
-    from predictor.runtime.few_rows_kernel import block_rows, few_rows_linear
+    from predictor.runtime.lowerings.few_rows_kernel import block_rows, few_rows_linear
 
     dtype = getattr(torch, p["dtype"])
     x = torch.randn(p["m"], p["k"], device="cuda", dtype=dtype)

@@ -4,7 +4,7 @@
 
 Per problem (the weight shapes of real decoders' layers and vocabulary heads, ``CORPUS``), three candidates:
 ``aten/gemv`` (``F.linear`` / ``x @ w``: what plain ``torch.compile`` runs), ``gemv/reduction`` (the reduction
-form ``predictor.runtime.gemv`` lowers to, with Inductor's own reduction heuristic: what ``predictor.compile``
+form ``predictor.runtime.lowerings.gemv`` lowers to, with Inductor's own reduction heuristic: what ``predictor.compile``
 runs) and ``gemv/reduction-cdt`` (the same after Inductor's coordinate-descent search: what
 ``coordinate_descent_tuning`` finds, on every ``--cdt-every``-th problem since each costs seconds). Each is checked
 against the fp32 product and timed round-robin in one CUDA graph with L2 flushed before every launch
@@ -84,7 +84,7 @@ def rel_err(out: Any, ref: Any) -> float:
 def _compiled(options: dict[str, Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """``x @ b`` compiled by Inductor with the GEMV decomposition on for every GEMV (nothing else in the graph)."""
     import torch
-    from predictor.runtime.gemv import gemv_as_reduction
+    from predictor.runtime.lowerings.gemv import gemv_as_reduction
 
     fn = torch.compile(lambda x, b: x @ b, options=options, dynamic=False)
 
@@ -138,12 +138,12 @@ KIND = "gemv_labels"  # the file metadata's "kind": what tells these rows from G
 
 
 def write(frame: pd.DataFrame, path: Path, env: dict[str, Any], kind: str = KIND) -> None:
-    """zstd parquet with page checksums and ``footer_sha256`` (``predictor.schema.write_parquet``, as every shipped
+    """zstd parquet with page checksums and ``footer_sha256`` (``predictor.artifacts.schema.write_parquet``, as every shipped
     dataset), the environment and ``kind`` in the file metadata; written atomically."""
     import json
 
     import pyarrow as pa
-    from predictor.schema import write_parquet
+    from predictor.artifacts.schema import write_parquet
 
     table = pa.Table.from_pandas(frame, preserve_index=False)
     meta = {**(table.schema.metadata or {}), b"kind": json.dumps(kind).encode(),

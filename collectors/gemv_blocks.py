@@ -15,15 +15,15 @@ forms Inductor generates inside a decoder (``form``):
 - ``norm_pair``, ``add_norm_pair``: the pair after the norm, with or without the residual add.
 
 The work fused ahead is redone by every program, so it moves the winning blocks; the kernel's ``vector_loads``
-(``predictor.runtime.gemv_blocks.count_vector_loads``: 1 for plain and pair, 2 with SiLU-and-multiply or a norm)
+(``predictor.runtime.lowerings.gemv_blocks.count_vector_loads``: 1 for plain and pair, 2 with SiLU-and-multiply or a norm)
 and ``activation_ahead`` (an activation computed in the reduction loop: SiLU-and-multiply) are recorded beside it,
 as the runtime sees them. These candidates, timed round-robin in one CUDA graph with L2
 flushed before every launch (``collectors.timing``; median and IQR of ``--reps``):
 
 - ``aten/plain``: the function under plain ``torch.compile`` (cuBLAS's GEMV and, for a pair, one pointwise kernel);
-- ``gemv/reduction``: the reduction form (``predictor.runtime.gemv``) under Inductor's default reduction blocks;
+- ``gemv/reduction``: the reduction form (``predictor.runtime.lowerings.gemv``) under Inductor's default reduction blocks;
 - ``gemv/X{XBLOCK}_R{R0_BLOCK}_w{num_warps}``: the reduction form with each block config of
-  ``predictor.runtime.gemv_blocks.GRID`` that fits (for a persistent K, ``PERSISTENT_GRID``: ``R0`` names the whole
+  ``predictor.runtime.lowerings.gemv_blocks.GRID`` that fits (for a persistent K, ``PERSISTENT_GRID``: ``R0`` names the whole
   K in one block): one kernel compiled with every config, each config's launcher run on the kernel's own arguments.
 
 Outputs are checked against the fp32 function (``rel_err``; a fused pair's block configs write the gate and up
@@ -45,7 +45,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from collectors.gemv import _MODELS, _VARIANTS, TOLERANCE, collect, rel_err
-from predictor.runtime.gemv_blocks import MIN_K
+from predictor.runtime.lowerings.gemv_blocks import MIN_K
 
 log = logging.getLogger(__name__)
 KIND = "gemv_block_labels"
@@ -188,7 +188,7 @@ def _captured_launchers(sink: list[tuple[list[Any], tuple[Any, ...], dict[str, A
 
 def _launcher_name(launcher: Any) -> str:
     """The config name of a compiled launcher (a persistent kernel's configs carry no R0_BLOCK: named R0)."""
-    from predictor.runtime.gemv_blocks import config_name
+    from predictor.runtime.lowerings.gemv_blocks import config_name
 
     return config_name({"R0_BLOCK": 0, **launcher.config.kwargs, "num_warps": launcher.config.num_warps})
 
@@ -198,8 +198,8 @@ def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
     import torch
 
     from collectors.timing import time_round_robin
-    from predictor.runtime.gemv import gemv_as_reduction
-    from predictor.runtime.gemv_blocks import GRID, PERSISTENT_GRID, GemvKernel, config_name, fits, gemv_blocks
+    from predictor.runtime.lowerings.gemv import gemv_as_reduction
+    from predictor.runtime.lowerings.gemv_blocks import GRID, PERSISTENT_GRID, GemvKernel, config_name, fits, gemv_blocks
 
     torch._dynamo.reset()
     args = _operands(p)

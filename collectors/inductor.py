@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from predictor.candidate import from_choice_caller
-from predictor.problem import Problem
-from predictor.schema import SCHEMA_VERSION
+from predictor.core.candidate import from_choice_caller
+from predictor.core.problem import Problem
+from predictor.artifacts.schema import SCHEMA_VERSION
 
 from .store import PartWriter, finished_problem_ids
 
@@ -117,7 +117,7 @@ def collect_inductor(problems: Any, out: str, gpu_name: str, cc: str, metadata: 
     import triton
     from tqdm import tqdm
 
-    from predictor.problem import problem_from_row
+    from predictor.core.problem import problem_from_row
 
     dev = torch.device("cuda")
     done = finished_problem_ids(out)
@@ -155,7 +155,7 @@ def run_inductor_collection(corpus: str, out: str, query: str | None = None, lim
     import torch
     import triton
 
-    from predictor.device import DeviceInfo
+    from predictor.core.device import DeviceInfo
 
     from .bulk import check_count
     from .selection import Shard, select_problems
@@ -194,7 +194,7 @@ def run_inductor_collection(corpus: str, out: str, query: str | None = None, lim
         pending = set(problems.problem_id)
         problems = problems.set_index("problem_id", drop=False).loc[[i for i in ids if i in pending]]
     if skip_dataset:  # problems an earlier run already committed (e.g. datasets/<gpu>/inductor.parquet)
-        from predictor.schema import read_dataset
+        from predictor.artifacts.schema import read_dataset
 
         problems = problems[~problems["problem_id"].isin(set(read_dataset(skip_dataset, columns=["problem_id"]).problem_id))]
     if sample is not None and sample < len(problems):

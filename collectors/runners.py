@@ -8,8 +8,8 @@ from typing import Callable
 import torch
 import triton
 
-from predictor.candidate import Candidate
-from predictor.problem import SCALED_OPS, Problem
+from predictor.core.candidate import Candidate
+from predictor.core.problem import SCALED_OPS, Problem
 
 from . import kernels
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from predictor.problem import PROBLEM_FIELDS, SCALED_OPS
-from predictor.schema import read_parquet
+from predictor.core.problem import PROBLEM_FIELDS, SCALED_OPS
+from predictor.artifacts.schema import read_parquet
 
 from .store import finished_problem_ids
 

@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from predictor.atomic import check_output_file
-from predictor.schema import DatasetError, file_metadata, read_dataset, write_dataset
+from predictor.artifacts.atomic import check_output_file
+from predictor.artifacts.schema import DatasetError, file_metadata, read_dataset, write_dataset
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,9 @@
 ``predictor.compile(model)`` is the recommended call; ``install``/``pruning`` prune stock max-autotune instead.
 """
 
-from .candidate import Candidate
-from .runtime.compiling import compile
-from .runtime.installing import install, pruning, stats, uninstall
-from .problem import Problem
+from .core.candidate import Candidate
+from .runtime.compile import compile
+from .runtime.install import install, pruning, stats, uninstall
+from .core.problem import Problem
 
 __all__ = ["Candidate", "Problem", "compile", "install", "uninstall", "pruning", "stats"]

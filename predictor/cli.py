@@ -105,7 +105,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--learn-failures", action="store_true",
                    help="lgbm: also learn from failed rows (as the slowest); the exhaustive space offers many configs "
                         "that fail to launch (shared memory / registers), which an ok-only model may rank first")
-    from .regions import REGIONS
+    from .core.regions import REGIONS
 
     p.add_argument("--region", choices=REGIONS, default=None,
                    help="fit on one region's problems alone (predictor/regions.py); the hook scores that region's "
@@ -117,7 +117,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         _refuse_shipped_folder(args.out, args.force)
         holdout = None
         if args.holdout_from:
-            from .artifacts import read_metadata
+            from .artifacts.model_folder import read_metadata
             from .offline.split import recorded_test_groups
 
             holdout = recorded_test_groups(read_metadata(args.holdout_from))
@@ -172,7 +172,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
 
         compare = args.compare_model
         if compare is None:  # the shipped default: show the other shipped ranker when it is there
-            from .artifacts import read_metadata
+            from .artifacts.model_folder import read_metadata
 
             compare = [m for m in map(model_folder, DEFAULT_COMPARE) if Path(m).is_dir()
                        and Path(m).resolve() != Path(args.model).resolve()
@@ -203,7 +203,7 @@ def _add_gemv_eval(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_region_eval(sub: argparse._SubParsersAction) -> None:
-    from .regions import REGIONS, SHORT_UNALIGNED
+    from .core.regions import REGIONS, SHORT_UNALIGNED
 
     p = add_command(sub, "region-eval", "a region model beside the main model: each region group held out in turn, "
                                         "the policy oracle per decide gap")

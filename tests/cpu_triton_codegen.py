@@ -34,7 +34,7 @@ def written(fn: Callable[..., Any], *inputs: Any, dynamic_dim: int | None = 0,
     from torch._inductor.codegen.triton import TritonKernel
     from torch._inductor.graph import GraphLowering
 
-    from predictor.runtime.table_patch import wrapped_attribute
+    from predictor.runtime.lowerings.tables import wrapped_attribute
 
     out = Written()
 

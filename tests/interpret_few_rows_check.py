@@ -6,7 +6,7 @@ import sys
 
 import torch
 
-from predictor.runtime.few_rows_kernel import few_rows_linear
+from predictor.runtime.lowerings.few_rows_kernel import few_rows_linear
 
 errors = []
 for case in json.loads(sys.argv[1]):

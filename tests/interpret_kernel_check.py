@@ -6,8 +6,8 @@ import sys
 import torch
 
 from collectors.runners import make_operands, make_runner, relative_error
-from predictor.candidate import Candidate
-from predictor.problem import Problem
+from predictor.core.candidate import Candidate
+from predictor.core.problem import Problem
 
 cases = json.loads(sys.argv[1])
 errors = []

@@ -10,8 +10,8 @@ import torch
 import triton
 
 from collectors.runners import FP8_FAST_ACCUM, make_operands, make_runner, relative_error
-from predictor.candidate import Candidate
-from predictor.problem import Problem
+from predictor.core.candidate import Candidate
+from predictor.core.problem import Problem
 
 # the persistent TMA kernel builds its tensor descriptors on the device side, which needs a scratch allocator
 triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8))

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
-from predictor.artifacts import CARD_FILE, METADATA_FILE, ModelError, load_model, read_metadata, save_model
-from predictor.device import DeviceInfo
-from predictor.features import FEATURE_NAMES
+from predictor.artifacts.model_folder import CARD_FILE, METADATA_FILE, ModelError, load_model, read_metadata, save_model
+from predictor.core.device import DeviceInfo
+from predictor.core.features import FEATURE_NAMES
 from predictor.offline.train import train
 from predictor.rankers import make_ranker
-from predictor.schema import write_dataset
+from predictor.artifacts.schema import write_dataset
 from predictor.spaces import FROZEN
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
@@ -175,7 +175,7 @@ def copy_of(folder, dest):
 
 def test_a_model_of_the_features_before_fp8_reads_its_prefix():
     """The library appends features (fp8 dtypes and ops); a model trained before reads the leading columns."""
-    from predictor.features import model_feature_count
+    from predictor.core.features import model_feature_count
 
     shipped = json.loads((Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm" / METADATA_FILE).read_text())
     assert len(shipped["feature_names"]) < len(FEATURE_NAMES)  # trained before the fp8 features

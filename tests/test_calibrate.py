@@ -12,9 +12,9 @@ from collectors.bulk import collect_loop
 from collectors.selection import load_problems
 from collectors.calibrate import build_plan, candidate_problems, run_calibration_collection
 from collectors.store import PartWriter, finished_problem_ids, merge_parts
-from predictor.device import DeviceInfo
+from predictor.core.device import DeviceInfo
 from predictor.offline.calibration import Ledger, labelled_within
-from predictor.problem import Problem
+from predictor.core.problem import Problem
 from predictor.spaces import enumerate_space
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -87,7 +87,7 @@ def fake_collect(corpus: Path, parts: Path, clock: FakeClock, seconds_per_proble
 
 @pytest.fixture
 def setup(tmp_path, monkeypatch):
-    import predictor.artifacts as artifacts
+    import predictor.artifacts.model_folder as artifacts
 
     corpus = write_corpus(tmp_path)
     base = write_model(tmp_path, "base", ["llm:beta"])
@@ -170,7 +170,7 @@ def test_bad_arguments_fail_before_any_work(setup, tmp_path):
 def test_fit_takes_the_prefix_labelled_in_time_and_makes_a_model_for_the_new_gpu(setup, tmp_path, monkeypatch):
     """calibrate's fit: the new GPU's rows labelled within --until-minutes plus the base GPU's training rows (its
     held-out groups left out), saved as a model folder naming the new GPU that the runtime loader accepts."""
-    from predictor.artifacts import load_runtime_model
+    from predictor.artifacts.model_folder import load_runtime_model
     from predictor.offline import calibrate_fit
     from predictor.testing.synthetic import synthetic_dataset
 
@@ -200,7 +200,7 @@ def test_fit_takes_the_prefix_labelled_in_time_and_makes_a_model_for_the_new_gpu
 
 def _relabel_gpu(device: dict):
     """read_dataset for the calibration parts, as if they had been measured on ``device``."""
-    from predictor.schema import read_dataset
+    from predictor.artifacts.schema import read_dataset
 
     def read(path):
         rows = read_dataset(path)

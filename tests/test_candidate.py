@@ -6,7 +6,7 @@ import zipfile
 import pytest
 
 from collectors.cutlass_env import prepare_cutlass_root
-from predictor.candidate import Candidate, from_choice_caller, from_template_kwargs, parse_key, to_template_kwargs
+from predictor.core.candidate import Candidate, from_choice_caller, from_template_kwargs, parse_key, to_template_kwargs
 
 TRITON_DESC = ("ACC_TYPE='tl.float32', ALLOW_TF32=False, BLOCK_K=64, BLOCK_M=128, BLOCK_N=128, EVEN_K=True, "
                "GROUP_M=8, USE_FAST_ACCUM=False, num_stages=5, num_warps=8")
@@ -111,7 +111,7 @@ def test_candidates_from_choices_match_from_template_kwargs_and_are_shared():
     still refuses an unknown template; cached keys leave equality and hashing to the fields."""
     from types import SimpleNamespace
 
-    from predictor.candidate import candidates_from_choices, from_template_kwargs, to_template_kwargs
+    from predictor.core.candidate import candidates_from_choices, from_template_kwargs, to_template_kwargs
 
     def choice(uid, kw):
         return SimpleNamespace(template=SimpleNamespace(uid=uid), params=SimpleNamespace(to_kwargs=lambda: dict(kw)))

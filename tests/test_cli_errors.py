@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from collectors.cli import main  # the whole CLI, collection subcommands included
-from predictor.problem import Problem
+from predictor.core.problem import Problem
 
 sys.path.insert(0, str(Path(__file__).parent))
 from predictor.testing.synthetic import synthetic_dataset  # noqa: E402
@@ -76,7 +76,7 @@ def test_report_compare_without_labels_uses_the_folder_names(tmp_path, capsys):
     from predictor.offline.evaluate import evaluate, write_report
     from predictor.testing.synthetic import METADATA
 
-    from predictor.device import DeviceInfo
+    from predictor.core.device import DeviceInfo
     from predictor.rankers import make_ranker
 
     rows = synthetic_dataset(12, seed=1)
@@ -163,7 +163,7 @@ def test_model_metadata_of_the_wrong_type_is_one_line(tmp_path, capsys, change, 
 
 
 def test_dataset_metadata_of_the_wrong_type_is_one_line(tmp_path, capsys):
-    from predictor.schema import write_dataset
+    from predictor.artifacts.schema import write_dataset
     from predictor.testing.synthetic import METADATA
 
     meta = {**METADATA, "device": {**METADATA["device"], "sm_count": "many"}}

@@ -9,9 +9,9 @@ import pytest
 from collectors.bulk import collect_loop
 from collectors.selection import Shard, select_problems
 from collectors.store import PartWriter, finished_problem_ids, merge_parts
-from predictor.candidate import Candidate
-from predictor.problem import Problem
-from predictor.schema import SCHEMA_VERSION, DatasetError, read_dataset
+from predictor.core.candidate import Candidate
+from predictor.core.problem import Problem
+from predictor.artifacts.schema import SCHEMA_VERSION, DatasetError, read_dataset
 
 sys.path.insert(0, str(Path(__file__).parent))
 from predictor.testing.synthetic import METADATA  # noqa: E402
@@ -88,7 +88,7 @@ def test_bad_shard_and_corrupt_part_are_one_line_errors(tmp_path):
 
 def test_resume_from_a_committed_dataset(tmp_path):
     from collectors.bulk import seed_from_dataset
-    from predictor.schema import write_dataset
+    from predictor.artifacts.schema import write_dataset
     from predictor.testing.synthetic import synthetic_dataset
 
     dataset = write_dataset(synthetic_dataset(6), tmp_path / "committed.parquet", METADATA)

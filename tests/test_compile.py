@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import predictor
-from predictor.runtime import compiling, installing
+from predictor.runtime import compile as compiling, install as installing
 
 
 @pytest.fixture
@@ -159,7 +159,7 @@ def _gemms_and_convolutions(compile_fn) -> tuple[int, int]:
 
 
 def test_one_by_one_convolutions_stay_convolutions_as_under_plain_compile():
-    from predictor.runtime.compiling import RECOMMENDED_OPTIONS
+    from predictor.runtime.compile import RECOMMENDED_OPTIONS
     from torch._inductor import lowering
 
     before = dict(lowering.lowerings)

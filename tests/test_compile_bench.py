@@ -63,7 +63,7 @@ def test_gemms_come_from_the_groups_the_model_held_out(tmp_path):
     from predictor.testing.synthetic import METADATA, synthetic_dataset
 
     from predictor.offline.split import groups_of
-    from predictor.schema import write_dataset
+    from predictor.artifacts.schema import write_dataset
 
     rows = synthetic_dataset(60, groups=6)
     rows["family_tag"] = rows["family_tag"].str.replace("synthetic:", "llm:model-")

@@ -7,8 +7,8 @@ import torch
 
 from collectors.bulk import _int_class, compile_key
 from collectors.runners import contiguity_hints, make_operands
-from predictor.candidate import Candidate
-from predictor.problem import Problem
+from predictor.core.candidate import Candidate
+from predictor.core.problem import Problem
 
 TILE = Candidate("triton_mm", 64, 32, 32, 3, 4, 8)
 

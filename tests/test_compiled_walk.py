@@ -1,4 +1,4 @@
-"""The compiled tree walker (``predictor/tree_walk.c``) scores exactly as the numpy walk, bit for bit, on every
+"""The compiled tree walker (``predictor/artifacts/tree_walk.c``) scores exactly as the numpy walk, bit for bit, on every
 layout and size the hook can hand it; it is compiled once and cached; and without a working compiler, or when
 told not to, ``TextForest`` walks in numpy with the same scores."""
 
@@ -13,8 +13,8 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
-from predictor import compiled_walk
-from predictor.lgbm_text import load_text_forest, parse_text_forest
+from predictor.artifacts import compiled_walk
+from predictor.artifacts.lgbm_text import load_text_forest, parse_text_forest
 from predictor.testing.model_text import with_tree_sizes
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -65,10 +65,10 @@ def test_shipped_models_score_as_the_numpy_walk(name):
 
 def test_hook_matrices_score_as_the_numpy_walk():
     """The hook's own column-major matrices, for the lists ``benchmarks/hook_overhead.py`` times."""
-    from predictor.artifacts import read_metadata
-    from predictor.device import DeviceInfo
-    from predictor.features import runtime_feature_matrix
-    from predictor.problem import Problem
+    from predictor.artifacts.model_folder import read_metadata
+    from predictor.core.device import DeviceInfo
+    from predictor.core.features import runtime_feature_matrix
+    from predictor.core.problem import Problem
     from predictor.spaces import enumerate_space
 
     folder = MODELS / "h100-default-lgbm-all"
@@ -153,7 +153,7 @@ def test_without_a_working_compiler_the_numpy_walk_scores(fresh_walker, monkeypa
         monkeypatch.setenv(compiled_walk.WALK_ENV, "numpy")
     forest = load_text_forest(MODELS / "h200-default-lgbm-all" / "model.lgbm.txt")
     X = _rows(100, len(forest.feature_names), 2)
-    with caplog.at_level(logging.INFO, logger="predictor.compiled_walk"):
+    with caplog.at_level(logging.INFO, logger="predictor.artifacts.compiled_walk"):
         first = forest.predict(X)  # (a failing compile runs in the background: numpy meanwhile)
         assert compiled_walk.library(wait=True) is None and compiled_walk.unavailable()
         scores = forest.predict(X)

@@ -272,7 +272,7 @@ def test_the_committed_context_rows_and_their_fit():
 
 
 def test_read_context_refuses_other_files_in_one_line(folder, tmp_path):
-    from predictor.schema import DatasetError
+    from predictor.artifacts.schema import DatasetError
 
     with pytest.raises(DatasetError, match="not a context dataset"):
         cd.read_context(GEMM_LABELS)  # GEMM-candidate labels, not in-program decisions

@@ -11,7 +11,7 @@ import pytest
 
 from collectors import corpus as C
 from predictor.offline.split import problem_group
-from predictor.problem import Problem
+from predictor.core.problem import Problem
 
 COMMITTED = Path(__file__).resolve().parents[1] / "datasets" / "corpus" / "corpus_v1.parquet"
 

@@ -1,9 +1,9 @@
-"""The analytic CUTLASS kernel ranking (predictor.runtime.cutlass) on stand-in ChoiceCallers."""
+"""The analytic CUTLASS kernel ranking (predictor.runtime.choices.cutlass) on stand-in ChoiceCallers."""
 
 from types import SimpleNamespace
 
-from predictor.candidate import Candidate
-from predictor.runtime.cutlass import prune_cutlass, tile_score
+from predictor.core.candidate import Candidate
+from predictor.runtime.choices.cutlass import prune_cutlass, tile_score
 
 
 def caller(name, tile=None, swizzle=1, size=(4096, 4096)):

@@ -18,7 +18,7 @@ from collectors.in_program import context_dataset
 from collectors.corpus import CorpusError, load_corpus
 from collectors.store import merge_parts
 from collectors.cli import main  # the whole CLI, collection subcommands included
-from predictor.schema import FOOTER_DIGEST, DatasetError, read_dataset, write_dataset
+from predictor.artifacts.schema import FOOTER_DIGEST, DatasetError, read_dataset, write_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 # labelled datasets and corpora; a calibration folder holds the plan of a calibrate run (an order, not labels)
@@ -80,7 +80,7 @@ def flipped(src: Path, dest: Path, position: int, bit: int = 3) -> Path:
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
 def test_flipped_bytes_in_every_shipped_dataset_are_detected(path, tmp_path):
     meta = pq.read_schema(path).metadata
-    assert FOOTER_DIGEST.encode() in meta  # written by predictor.schema.write_parquet
+    assert FOOTER_DIGEST.encode() in meta  # written by predictor.artifacts.schema.write_parquet
     copy = tmp_path / path.parent.name / path.name  # same folder name: the corpus is read as a corpus
     copy.parent.mkdir()
     reference = load(path)

@@ -27,7 +27,7 @@ def test_winner_shares_match_the_fastest_candidate_per_problem(tmp_path, monkeyp
     assert np.allclose(table.drop(columns="problems").sum(axis=1), 1.0)
     assert table["problems"].sum() == len(problems)
 
-    from predictor.schema import write_dataset
+    from predictor.artifacts.schema import write_dataset
 
     data = tmp_path / "d.parquet"
     write_dataset(rows, data, METADATA)

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import predictor
-from predictor.runtime import gemv, installing
+from predictor.runtime.lowerings import gemv
+from predictor.runtime import install as installing
 
 pytest.importorskip("transformers")
 

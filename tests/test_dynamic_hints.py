@@ -7,8 +7,8 @@ import sympy
 import torch
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from predictor.runtime import dynamic_hints
-from predictor.runtime.dynamic_hints import dynamic_kernel_hints, hint_floor, large_size_hints
+from predictor.runtime.dynamic import dynamic_hints
+from predictor.runtime.dynamic.dynamic_hints import dynamic_kernel_hints, hint_floor, large_size_hints
 
 
 def _sizevars(*hints: int):
@@ -58,7 +58,7 @@ def _symbolic_size():
 
 
 def test_only_a_graph_with_a_symbolic_size_is_dynamic():
-    from predictor.runtime.dynamic_hints import is_dynamic
+    from predictor.runtime.dynamic.dynamic_hints import is_dynamic
 
     assert is_dynamic([torch.randn(2, 3), _symbolic_size()])
     assert not is_dynamic([torch.randn(2, 3), 4])
@@ -123,8 +123,8 @@ def test_a_reduction_kernel_is_written_with_its_own_hints():
 def test_the_hint_floor_is_in_the_hooks_cache_key():
     from torch._inductor import config
 
-    from predictor.runtime.hook import GemmPruner
-    from predictor.runtime.settings import HookSettings
+    from predictor.runtime.choices.pruner import GemmPruner
+    from predictor.runtime.choices.settings import HookSettings
 
     first = GemmPruner(HookSettings(model=None)).uuid()
     with config.patch(unbacked_symint_fallback=1024):
@@ -135,7 +135,7 @@ def test_the_hint_floor_is_in_the_hooks_cache_key():
 def test_a_dynamic_graph_compiles_and_matches_eager_under_the_hints():
     import predictor
 
-    from predictor.runtime import installing
+    from predictor.runtime import install as installing
 
     torch._dynamo.reset()
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))

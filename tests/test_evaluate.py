@@ -13,14 +13,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictor.candidate import Candidate
-from predictor.device import DeviceInfo
+from predictor.core.candidate import Candidate
+from predictor.core.device import DeviceInfo
 from predictor.offline import evaluate as ev
 from predictor.offline.evaluate import (EvaluationError, compare, evaluate, evaluate_rankers, per_problem_fraction,
                                 random_expectation, run_evaluation, summarise, write_report)
-from predictor.problem import Problem
+from predictor.core.problem import Problem
 from predictor.rankers.base import top_k
-from predictor.schema import SCHEMA_VERSION, write_dataset
+from predictor.artifacts.schema import SCHEMA_VERSION, write_dataset
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
@@ -255,15 +255,15 @@ def test_bad_k_and_scores(hand):
 
 @pytest.fixture
 def fake_artifacts(monkeypatch):
-    """predictor.artifacts.load_model stand-in: folders hold a meta.json; the model ranks by inductor order."""
-    module = types.ModuleType("predictor.artifacts")
+    """predictor.artifacts.model_folder.load_model stand-in: folders hold a meta.json; the model ranks by inductor order."""
+    module = types.ModuleType("predictor.artifacts.model_folder")
 
     def load_model(folder):
         meta = json.loads((folder / "meta.json").read_text())
         return ByInductorRank(), meta
 
     module.load_model = load_model
-    monkeypatch.setitem(sys.modules, "predictor.artifacts", module)
+    monkeypatch.setitem(sys.modules, "predictor.artifacts.model_folder", module)
 
     def make_baseline(name):
         if name == "random":

@@ -21,11 +21,11 @@ import torch
 from predictor.testing.synthetic import METADATA
 
 from predictor import cli
-from predictor.device import DeviceInfo
+from predictor.core.device import DeviceInfo
 from predictor.offline import export
-from predictor.runtime import installing
-from predictor.runtime.compiling import RECOMMENDED_OPTIONS, recommended_settings
-from predictor.runtime.hook import GemmPruner
+from predictor.runtime import install as installing
+from predictor.runtime.compile import RECOMMENDED_OPTIONS, recommended_settings
+from predictor.runtime.choices.pruner import GemmPruner
 from predictor.testing import fakes
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
@@ -316,7 +316,7 @@ def test_the_hook_hands_each_gemms_final_choice_to_its_recorder(caplog):
         raise RuntimeError("disk full")
 
     p.recorder = broken
-    with caplog.at_level(logging.WARNING, logger="predictor.runtime.hook"):
+    with caplog.at_level(logging.WARNING, logger="predictor.runtime.choices.pruner"):
         assert p.filter(choices, FakeInputs(512, 768, 3072), "mm") == [choices[-1]]
         assert p.filter(choices, FakeInputs(256, 768, 3072), "mm") == [choices[-1]]
     assert [m for m in caplog.messages if "disk full" in m] == [

@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
-from predictor.candidate import Candidate
-from predictor.device import DeviceInfo
-from predictor.features import FEATURE_NAMES, compute_features, feature_matrix
-from predictor.problem import Problem
-from predictor.schema import validate_frame
+from predictor.core.candidate import Candidate
+from predictor.core.device import DeviceInfo
+from predictor.core.features import FEATURE_NAMES, compute_features, feature_matrix
+from predictor.core.problem import Problem
+from predictor.artifacts.schema import validate_frame
 
 DEVICE = DeviceInfo.from_metadata(METADATA)  # 132 SMs, 232448 B smem, 4000 GB/s, fp16 600 TFLOP/s
 

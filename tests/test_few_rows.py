@@ -1,4 +1,4 @@
-"""GEMMs of a few rows in a dynamic graph (``predictor.runtime.few_rows``) on the CPU: which config a weight gets from
+"""GEMMs of a few rows in a dynamic graph (``predictor.runtime.lowerings.few_rows``) on the CPU: which config a weight gets from
 the labels, the op's dispatch on the actual row count, the decomposition that puts it in a dynamic graph, and the
 table fit. (The kernel itself, on a GPU: tests/test_gpu_few_rows.py.)"""
 
@@ -13,8 +13,8 @@ import torch
 from torch._inductor.utils import run_and_get_code
 
 from predictor.offline import few_rows_fit
-from predictor.runtime import few_rows as fr
-from predictor.runtime.discovery import table_path
+from predictor.runtime.lowerings import few_rows as fr
+from predictor.runtime.choices.discovery import table_path
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "models" / fr.TABLE_FOLDER / "nvidia-h100.json"
@@ -214,7 +214,7 @@ def test_a_repeat_times_each_collections_choices_with_the_others_labels():
 def test_a_repeat_from_another_gpu_is_refused_naming_it(tmp_path):
     import pyarrow.parquet as pq
 
-    from predictor.schema import write_parquet
+    from predictor.artifacts.schema import write_parquet
 
     labels = ROOT / "datasets/nvidia-h100/few_rows.parquet"
     table = pq.read_table(labels)

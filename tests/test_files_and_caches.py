@@ -25,18 +25,18 @@ import pytest
 from predictor.testing.model_text import with_tree_sizes
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
-from predictor import compiled_walk
-from predictor.artifacts import METADATA_FILE, ModelError, load_model, load_runtime_model, read_metadata, save_model
+from predictor.artifacts import compiled_walk
+from predictor.artifacts.model_folder import METADATA_FILE, ModelError, load_model, load_runtime_model, read_metadata, save_model
 from predictor.cli import main
-from predictor.device import DeviceInfo
-from predictor.lgbm_text import ModelTextError, load_text_forest, parse_text_forest
+from predictor.core.device import DeviceInfo
+from predictor.artifacts.lgbm_text import ModelTextError, load_text_forest, parse_text_forest
 from predictor.offline import metrics as offline_metrics
 from predictor.offline import shipped
-from predictor.problem import problem_id
+from predictor.core.problem import problem_id
 from predictor.rankers import make_ranker
-from predictor.runtime import discovery
-from predictor.runtime.hook import GemmPruner, HookSettings
-from predictor.schema import FOOTER_DIGEST, DatasetError, read_dataset, write_dataset, write_parquet
+from predictor.runtime.choices import discovery
+from predictor.runtime.choices.pruner import GemmPruner, HookSettings
+from predictor.artifacts.schema import FOOTER_DIGEST, DatasetError, read_dataset, write_dataset, write_parquet
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "models" / "h200-default-lgbm-all"
@@ -179,12 +179,12 @@ def test_the_hook_takes_plain_choices_with_one_warning_for_a_bad_model(tmp_path,
     """Row 9 in the hook: a refused model disables pruning with one warning naming the file and field; every GEMM
     then gets what plain torch.compile runs."""
     folder = bad_model(tmp_path / "bad", "short leaf list")
-    with caplog.at_level(logging.WARNING, logger="predictor.runtime.hook"):
+    with caplog.at_level(logging.WARNING, logger="predictor.runtime.choices.pruner"):
         pruner = GemmPruner(HookSettings(model=str(folder), top_k=2, device=H200)).load()
         pruner.load()
     assert pruner.disabled == "no_model" and pruner.ranker is None
     warnings = [r.getMessage() for r in caplog.records
-                if r.levelno == logging.WARNING and r.name == "predictor.runtime.hook"]
+                if r.levelno == logging.WARNING and r.name == "predictor.runtime.choices.pruner"]
     assert len(warnings) == 1 and "Tree=0 leaf_value: 30 values" in warnings[0] and str(folder) in warnings[0]
 
 
@@ -271,7 +271,7 @@ def test_a_library_planted_in_a_world_writable_cache_is_never_loaded(walker, tmp
     marker = tmp_path / "planted-code-ran"
     planted = _plant(walker, _planted(tmp_path, marker))
     walker.chmod(0o777)
-    with caplog.at_level(logging.WARNING, logger="predictor.compiled_walk"):
+    with caplog.at_level(logging.WARNING, logger="predictor.artifacts.compiled_walk"):
         lib = compiled_walk.library(wait=True)
     assert not marker.exists(), "the planted library's code ran in this process"
     assert lib is not None and compiled_walk._private is not None
@@ -291,7 +291,7 @@ def test_a_library_owned_by_another_user_is_never_loaded(walker, tmp_path, fores
     _plant(walker, _planted(tmp_path, marker))
     walker.chmod(0o700)
     monkeypatch.setattr(os, "getuid", lambda: 4242)
-    with caplog.at_level(logging.WARNING, logger="predictor.compiled_walk"):
+    with caplog.at_level(logging.WARNING, logger="predictor.artifacts.compiled_walk"):
         compiled_walk.library(wait=True)
         X = _rows(forest)
         scores = forest.predict(X)
@@ -307,7 +307,7 @@ def test_a_cached_library_without_the_walker_is_rebuilt_once(walker, tmp_path, f
     not even loaded (its constructor never runs)."""
     marker = tmp_path / "bare-ran"
     path = _plant(walker, _planted(tmp_path, marker, with_walker=False), digest=digest)
-    with caplog.at_level(logging.WARNING, logger="predictor.compiled_walk"):
+    with caplog.at_level(logging.WARNING, logger="predictor.artifacts.compiled_walk"):
         lib = compiled_walk.library(wait=True)
     assert lib is not None and hasattr(lib, "gp_prepare")
     assert marker.exists() is digest  # loaded only when its digest matched, and then refused for what it lacks
@@ -462,7 +462,7 @@ def test_one_dataset_given_twice_is_refused(tmp_path):
 
 
 def _with_problem_id(df: pd.DataFrame) -> pd.DataFrame:
-    from predictor.problem import PROBLEM_FIELDS
+    from predictor.core.problem import PROBLEM_FIELDS
 
     df["problem_id"] = [problem_id(*row) for row in df[list(PROBLEM_FIELDS)].itertuples(index=False)]
     return df

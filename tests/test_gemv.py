@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from predictor.offline import gemv_eval
-from predictor.runtime import gemv
+from predictor.runtime.lowerings import gemv
 
 LABELS = Path(__file__).resolve().parents[1] / "datasets" / "nvidia-h200" / "gemv.parquet"
 

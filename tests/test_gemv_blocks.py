@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from predictor.offline import gemv_blocks_fit
-from predictor.runtime import gemv_blocks as gb
-from predictor.runtime.discovery import table_path
+from predictor.runtime.lowerings import gemv_blocks as gb
+from predictor.runtime.choices.discovery import table_path
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "models" / "gemv-blocks" / "nvidia-h200.json"
@@ -276,7 +276,7 @@ def test_silu_and_multiply_ahead_is_chosen_better_knowing_it_on_the_h100_labels(
 
 def test_tuned_mode_hands_inductor_the_tables_top_k_configs_best_first(monkeypatch):
     import predictor
-    from predictor.runtime import compiling
+    from predictor.runtime import compile as compiling
 
     rows = [_row(4096, 4096, 1, {"X1_R1024_w8": 10.0, "X4_R256_w4": 12.0, "X2_R512_w4": 11.0, "X1_R512_w4": 15.0})]
     monkeypatch.setattr(gb, "table_for_this_gpu", lambda: rows)
@@ -326,7 +326,7 @@ def test_the_sibling_table_of_the_same_architecture_is_found_and_merged(tmp_path
     assert list(rows) == [plain, norm] and digest
     monkeypatch.setattr(gb, "table_for_this_gpu", lambda: rows)
     assert gb.has_fused_forms(gb.table_for_this_gpu())
-    from predictor.runtime import gemv
+    from predictor.runtime.lowerings import gemv
 
     assert gemv.runtime_rule()(151936, 1536, "float16", "col")  # a vocabulary head: every width with forms known
     assert not gemv.runtime_rule()(151936, 896, "bfloat16", "col")  # but not a K the table gives no blocks for
@@ -371,7 +371,7 @@ def test_a_short_k_gemv_is_one_persistent_kernel_given_rows_and_warps_only():
 
 
 def test_a_short_k_takes_the_reduction_where_its_nearest_plain_label_beat_cublas():
-    from predictor.runtime.gemv import takes_reduction_by_table
+    from predictor.runtime.lowerings.gemv import takes_reduction_by_table
 
     head = {**_row(151936, 896, 1, {"X1_R0_w4": 96.0, "X8_R0_w8": 70.0}), "cublas_us": 77.0}
     small = {**_row(896, 896, 1, {"X1_R0_w4": 5.0, "X2_R0_w4": 6.0}), "cublas_us": 8.0}
@@ -393,7 +393,7 @@ def test_a_short_k_takes_the_reduction_where_its_nearest_plain_label_beat_cublas
 
 def test_on_the_h100_labels_short_k_gemvs_run_as_reductions_with_labelled_blocks_and_beat_cublas():
     from predictor.offline.gemv_eval import read_labels
-    from predictor.runtime.gemv import takes_reduction_by_table
+    from predictor.runtime.lowerings.gemv import takes_reduction_by_table
 
     labels = read_labels(ROOT / "datasets/nvidia-h100/gemv_blocks.parquet", gemv_blocks_fit.KIND)
     probs = gemv_blocks_fit.problems(labels)

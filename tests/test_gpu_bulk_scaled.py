@@ -13,9 +13,9 @@ import torch
 from collectors.bulk import collect
 from collectors.selection import load_problems
 from collectors.runners import FP8_FAST_ACCUM, REL_TOLERANCE, make_operands, make_runner, relative_error
-from predictor.device import DeviceInfo
-from predictor.problem import problem_from_row
-from predictor.schema import read_dataset
+from predictor.core.device import DeviceInfo
+from predictor.core.problem import problem_from_row
+from predictor.artifacts.schema import read_dataset
 from predictor.spaces import enumerate_space
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

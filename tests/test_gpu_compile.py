@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import predictor
-from predictor.runtime import installing
+from predictor.runtime import install as installing
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -83,7 +83,7 @@ def test_one_by_one_convolutions_run_on_cudnn_as_under_plain_compile(feedback):
     convolutions, as under plain ``torch.compile`` (conv_lowering.py), and no GEMM reaches the hook."""
     from torch._inductor.utils import fresh_cache, run_and_get_code
 
-    from predictor.runtime.compiling import RECOMMENDED_OPTIONS
+    from predictor.runtime.compile import RECOMMENDED_OPTIONS
 
     torch.manual_seed(0)
     block = torch.nn.Sequential(torch.nn.Conv2d(256, 64, 1), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3, padding=1),
@@ -145,7 +145,7 @@ def test_inference_runs_under_cuda_graph_trees_and_inside_a_callers_capture(feed
 def test_batch_one_gemv_runs_as_a_fused_reduction_without_cublas(feedback):
     """M=1 (batch-1 decode): the GEMV rule lowers both Linears to Triton reductions (no cuBLAS kernel in the step),
     nothing is benchmarked, and the result matches eager."""
-    from predictor.runtime.gemv import gemv_count
+    from predictor.runtime.lowerings.gemv import gemv_count
     from torch.profiler import ProfilerActivity, profile
 
     mlp = _decoder_mlp()

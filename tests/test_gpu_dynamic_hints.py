@@ -11,7 +11,7 @@ import torch
 from torch._inductor.utils import run_and_get_code
 
 import predictor
-from predictor.runtime.dynamic_hints import hint_floor
+from predictor.runtime.dynamic.dynamic_hints import hint_floor
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -56,7 +56,7 @@ def _hints(code: str) -> tuple[list[int], list[tuple[int, int]]]:
 
 
 def test_pointwise_kernels_of_a_dynamic_graph_are_sized_for_large_sizes_and_reductions_keep_theirs():
-    from predictor.runtime import installing
+    from predictor.runtime import install as installing
 
     torch.manual_seed(0)
     model = NormedGate().cuda().to(torch.bfloat16).eval()
@@ -93,7 +93,7 @@ class Reversed(torch.nn.Module):
 
 
 def test_size_arguments_of_a_dynamic_graphs_kernels_run_32_bit_with_outputs_right_at_every_size():
-    from predictor.runtime import installing
+    from predictor.runtime import install as installing
 
     model = Reversed()
     x = torch.randn(24, device="cuda", dtype=torch.bfloat16)

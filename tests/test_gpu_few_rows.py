@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import predictor
-from predictor.runtime import few_rows as fr
+from predictor.runtime.lowerings import few_rows as fr
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -20,7 +20,7 @@ def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
 @pytest.mark.parametrize("n, k, bias", [(2048, 2048, False), (4544, 4544, True), (1000, 777, True),
                                         (50257, 768, False)])
 def test_the_kernel_matches_the_fp32_product_at_every_row_count(n, k, bias):
-    from predictor.runtime.few_rows_kernel import few_rows_linear
+    from predictor.runtime.lowerings.few_rows_kernel import few_rows_linear
 
     torch.manual_seed(0)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5
@@ -62,7 +62,7 @@ def test_a_dynamic_compile_serves_few_rows_by_the_kernel_and_more_by_cublas(cuda
 
 
 def test_a_kernel_compiled_ahead_is_the_one_the_call_runs():
-    from predictor.runtime.few_rows_kernel import _few_rows_kernel, few_rows_linear, warm
+    from predictor.runtime.lowerings.few_rows_kernel import _few_rows_kernel, few_rows_linear, warm
 
     config = fr.parse_config_name("N32_K128_w4_s4")
     args = (fr.ROWS, config["BLOCK_N"], config["BLOCK_K"], config["num_warps"], config["num_stages"])

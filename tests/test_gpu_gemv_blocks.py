@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from predictor.runtime import gemv_blocks
-from predictor.runtime.gemv import gemv_as_reduction
+from predictor.runtime.lowerings import gemv_blocks
+from predictor.runtime.lowerings.gemv import gemv_as_reduction
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

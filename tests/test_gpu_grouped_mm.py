@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from predictor.runtime import grouped_mm
+from predictor.runtime.lowerings import grouped_mm
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
     not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0) or not hasattr(torch, "_grouped_mm"),

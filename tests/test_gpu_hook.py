@@ -13,9 +13,9 @@ import pytest
 import torch
 
 import predictor
-from predictor.artifacts import read_metadata
-from predictor.device import DeviceInfo
-from predictor.runtime.hook import find_model
+from predictor.artifacts.model_folder import read_metadata
+from predictor.core.device import DeviceInfo
+from predictor.runtime.choices.discovery import find_model
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import predictor
-from predictor.runtime import installing, pad_k
+from predictor.runtime import install as installing
+from predictor.runtime.lowerings import pad_k
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

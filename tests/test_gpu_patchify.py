@@ -8,7 +8,8 @@ import torch
 from torch._inductor.utils import run_and_get_code
 
 import predictor
-from predictor.runtime import installing, patchify
+from predictor.runtime import install as installing
+from predictor.runtime.lowerings import patchify
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 import predictor
-from predictor.device import DeviceInfo
-from predictor.regions import SHORT_UNALIGNED
-from predictor.runtime import installing
-from predictor.runtime.discovery import find_model
+from predictor.core.device import DeviceInfo
+from predictor.core.regions import SHORT_UNALIGNED
+from predictor.runtime import install as installing
+from predictor.runtime.choices.discovery import find_model
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

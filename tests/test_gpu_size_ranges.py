@@ -10,7 +10,7 @@ import torch
 from torch._inductor.utils import run_and_get_code
 
 import predictor
-from predictor.runtime import size_ranges as sr
+from predictor.runtime.dynamic import size_ranges as sr
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import torch
 
-from predictor.candidate import from_template_kwargs
-from predictor.device import DeviceInfo
-from predictor.problem import Problem
+from predictor.core.candidate import from_template_kwargs
+from predictor.core.device import DeviceInfo
+from predictor.core.problem import Problem
 from predictor.spaces import enumerate_space
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ import torch
 from test_gpu_spaces import _compile_and_record, _layout, recorder  # noqa: F401 -- the fixture, shared
 
 from collectors.runners import FP8_FAST_ACCUM, make_operands
-from predictor.candidate import from_template_kwargs
-from predictor.device import DeviceInfo
-from predictor.problem import Problem
+from predictor.core.candidate import from_template_kwargs
+from predictor.core.device import DeviceInfo
+from predictor.core.problem import Problem
 from predictor.spaces import enumerate_space
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

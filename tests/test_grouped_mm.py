@@ -8,7 +8,7 @@ import torch
 from torch._inductor import config
 from torch._inductor.kernel import mm_grouped
 
-from predictor.runtime import grouped_mm
+from predictor.runtime.lowerings import grouped_mm
 
 
 class Node:

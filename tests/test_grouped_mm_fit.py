@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from predictor.offline import grouped_mm_fit
-from predictor.runtime import grouped_mm
+from predictor.runtime.lowerings import grouped_mm
 
 
 def _row(pid, tag, b, m, config, time_us, active=None):

@@ -1,4 +1,4 @@
-"""Hint-bucket selection (predictor.runtime.hints) and its evaluation (predictor.offline.hint_eval) on hand-made
+"""Hint-bucket selection (predictor.runtime.dynamic.hints) and its evaluation (predictor.offline.hint_eval) on hand-made
 scores and a hand-made M-sweep (no GPU)."""
 
 import math
@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 from predictor.testing.synthetic import METADATA
 
-from predictor.candidate import parse_key
-from predictor.device import DeviceInfo
+from predictor.core.candidate import parse_key
+from predictor.core.device import DeviceInfo
 from predictor.offline.hint_eval import evaluate_hint_choice, hint_set_fraction
-from predictor.problem import Problem
-from predictor.runtime.hints import best_hint_set, runtime_sizes
+from predictor.core.problem import Problem
+from predictor.runtime.dynamic.hints import best_hint_set, runtime_sizes
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
 
@@ -56,7 +56,7 @@ class TableRanker:
     def score(self, rows, device):
         keys = [parse_key(c).key if isinstance(c, str) else None for c in rows.get("candidate", [None] * len(rows))]
         if keys[0] is None:  # rows built from Candidate fields (kernel_scores)
-            from predictor.candidate import Candidate, CANDIDATE_FIELDS
+            from predictor.core.candidate import Candidate, CANDIDATE_FIELDS
 
             keys = [Candidate(**{f: r[f] for f in CANDIDATE_FIELDS if pd.notna(r[f])}).key for _, r in rows.iterrows()]
         return np.array([-self.table[(int(m), k)] for m, k in zip(rows["m"], keys)])
@@ -86,8 +86,8 @@ def test_evaluate_hint_choice_on_a_sweep_where_the_winner_changes_at_256():
 def test_suggest_hints_with_the_shipped_model():
     from pathlib import Path
 
-    from predictor.artifacts import read_metadata
-    from predictor.runtime.hints import HINT_GRID, suggest_hints
+    from predictor.artifacts.model_folder import read_metadata
+    from predictor.runtime.dynamic.hints import HINT_GRID, suggest_hints
 
     shipped = Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm-all"
     h200 = DeviceInfo.from_metadata(read_metadata(shipped))

@@ -20,20 +20,24 @@ import torch
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 import predictor
-from predictor.artifacts import LGBM_FILE, save_model
-from predictor.candidate import to_template_kwargs
-from predictor.device import DeviceInfo
-from predictor.problem import Problem
+from predictor.artifacts.model_folder import LGBM_FILE, read_metadata, save_model
+from predictor.core.candidate import to_template_kwargs
+from predictor.core.device import DeviceInfo
+from predictor.core.problem import Problem
 from predictor.rankers import make_ranker
-from predictor.runtime import discovery, hook, inductor_inputs, installing
-from predictor.runtime.hook import GemmPruner, HookSettings, find_model, problem_from_inputs
+from predictor.runtime.choices import discovery, pruner as hook, gemm_inputs as inductor_inputs
+from predictor.runtime import install as installing
+from predictor.runtime.choices.discovery import find_model
+from predictor.runtime.choices.gemm_inputs import problem_from_inputs
+from predictor.runtime.choices import filtering
+from predictor.runtime.choices.pruner import GemmPruner, HookSettings
 from predictor.spaces import enumerate_space
 from predictor.testing import fakes
 from predictor.testing.fakes import FakeInputs, ktc
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm-all"
-LOGGER = "predictor.runtime.hook"
+LOGGER = "predictor.runtime.choices.pruner"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,7 +358,7 @@ def test_model_for_a_gpu_of_the_same_architecture_is_used_with_one_warning(model
 def test_filter_overhead_with_a_real_model(model_root):
     """~30 choices through features + LightGBM: the budget is well under 5 ms per GEMM."""
     if (SHIPPED / "metadata.json").is_file():
-        shipped = DeviceInfo.from_metadata(hook.read_metadata(SHIPPED))
+        shipped = DeviceInfo.from_metadata(read_metadata(SHIPPED))
         p = GemmPruner(HookSettings(model=str(SHIPPED), top_k=5, device=shipped)).load()
     else:
         p = GemmPruner(HookSettings(model=str(model_root / "syn-lgbm-all"), top_k=5, device=DEVICE)).load()
@@ -545,7 +549,7 @@ def test_compile_with_a_broken_model_passes_through(model_root, tmp_path, caplog
 
 def test_a_favoured_aten_stays_alone_on_small_gemms_only():
     """Inductor's benchmark overstates cuBLAS on small GEMMs, so a favoured aten is not put up against Triton."""
-    from predictor.features import ideal_time_us
+    from predictor.core.features import ideal_time_us
 
     def aten_first(problem):
         choices = fake_choices(problem)
@@ -766,15 +770,15 @@ def _mm_nodes(graph):
 
 def test_output_feeds_pointwise_reads_the_fx_users_through_views():
     a, b = torch.randn(8, 4), torch.randn(4, 6)
-    assert hook.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: torch.nn.functional.gelu(x @ y), a, b))[0])
-    assert hook.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: (x @ y).view(2, 24) + 1, a, b))[0])
-    assert not hook.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: x @ y, a, b))[0])
-    assert not hook.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: (x @ y).sum(0), a, b))[0])
-    assert not hook.output_feeds_pointwise(None)
+    assert filtering.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: torch.nn.functional.gelu(x @ y), a, b))[0])
+    assert filtering.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: (x @ y).view(2, 24) + 1, a, b))[0])
+    assert not filtering.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: x @ y, a, b))[0])
+    assert not filtering.output_feeds_pointwise(_mm_nodes(_graph_of(lambda x, y: (x @ y).sum(0), a, b))[0])
+    assert not filtering.output_feeds_pointwise(None)
 
 
 def test_output_consumers_names_the_ops_behind_views():
-    from predictor.runtime.inductor_inputs import output_consumers
+    from predictor.runtime.choices.gemm_inputs import output_consumers
 
     a, b = torch.randn(8, 4), torch.randn(4, 6)
     assert output_consumers(_mm_nodes(_graph_of(lambda x, y: torch.nn.functional.gelu(x @ y), a, b))[0]) == ["aten.gelu"]
@@ -789,7 +793,7 @@ def test_output_consumers_names_the_ops_behind_views():
 
 
 def test_a_gemm_with_an_epilogue_keeps_its_best_triton_template_beside_a_favoured_aten(monkeypatch):
-    from predictor.candidate import from_template_kwargs
+    from predictor.core.candidate import from_template_kwargs
 
     problem = Problem("mm", 8192, 8192, 8192, "float16")
     choices = fake_choices(problem)
@@ -802,16 +806,16 @@ def test_a_gemm_with_an_epilogue_keeps_its_best_triton_template_beside_a_favoure
     with_gelu = _mm_nodes(_graph_of(lambda x, y: torch.nn.functional.gelu(x @ y), a, b))[0]
     bare = _mm_nodes(_graph_of(lambda x, y: x @ y, a, b))[0]
 
-    monkeypatch.setattr(hook, "_lowering_node", lambda: with_gelu)
+    monkeypatch.setattr(filtering, "_lowering_node", lambda: with_gelu)
     p = pruner(ranker=PositionRanker(scores), top_k=1, epilogue_templates=1)
     assert p.filter(choices, inputs, "mm") == [choices[0], choices[best_mm]]
     assert p.stats()["epilogue_templates_added"] == 1
     assert pruner(ranker=PositionRanker(scores), top_k=1).filter(choices, inputs, "mm") == [choices[0]]  # default off
-    monkeypatch.setattr(hook, "_lowering_node", lambda: bare)
+    monkeypatch.setattr(filtering, "_lowering_node", lambda: bare)
     assert pruner(ranker=PositionRanker(scores), top_k=1, epilogue_templates=1).filter(choices, inputs, "mm") == [
         choices[0]]
     # a kept template already serves: nothing is added
-    monkeypatch.setattr(hook, "_lowering_node", lambda: with_gelu)
+    monkeypatch.setattr(filtering, "_lowering_node", lambda: with_gelu)
     scores2 = scores.copy()
     scores2[best_mm] = 99.0
     assert pruner(ranker=PositionRanker(scores2), top_k=2, margin=None, epilogue_templates=1).filter(
@@ -834,7 +838,7 @@ def test_the_lowering_node_is_seen_during_a_real_compile(model_root):
         real = p.filter
 
         def recording(choices, kernel_inputs, op_name):
-            seen.append((op_name, hook.output_feeds_pointwise(hook._lowering_node())))
+            seen.append((op_name, filtering.output_feeds_pointwise(filtering._lowering_node())))
             return real(choices, kernel_inputs, op_name)
 
         p.filter = recording
@@ -1082,7 +1086,7 @@ def test_a_later_addmm_call_keeps_cublas_for_float32_under_tf32(monkeypatch):
     bias_1d, bias_2d = FakeNode((768,), (1,), torch.float32), FakeNode((512, 768), (0, 1), torch.float32)
     triton_call = [c for c in fake_choices(problem) if not c.template.uid.startswith("aten::")]
     monkeypatch.setattr(inductor_inputs, "_tf32_enabled", lambda: False)
-    from predictor.runtime import split_addmm
+    from predictor.runtime.choices import split_addmm
     for tf32, expected in ((False, [triton_call[-1]]), (True, [])):
         monkeypatch.setattr(split_addmm, "_tf32_enabled", lambda tf32=tf32: tf32)
         p = pruner(FamilyRanker(3.0), policy="decide", fallback="aten")
@@ -1093,8 +1097,8 @@ def test_a_later_addmm_call_keeps_cublas_for_float32_under_tf32(monkeypatch):
 def test_a_later_addmm_call_takes_the_same_gap_floors_as_the_aten_call(monkeypatch):
     """The split-addmm path decides with ``policy.decide_gap_for``, as one call does: a float32 Triton favourite half
     a point behind cuBLAS passes the default gap (-2.5) but not float32's floor (0.0)."""
-    from predictor.runtime import split_addmm
-    from predictor.runtime.policy import FLOAT32_GAP
+    from predictor.runtime.choices import split_addmm
+    from predictor.runtime.choices.policy import FLOAT32_GAP
 
     monkeypatch.setattr(split_addmm, "_tf32_enabled", lambda: False)
     monkeypatch.setattr(inductor_inputs, "_tf32_enabled", lambda: False)
@@ -1116,7 +1120,7 @@ def test_tf32_read_through_the_per_backend_precision_api():
     import sys
 
     code = ("import torch; torch.backends.cuda.matmul.fp32_precision = 'tf32'; "
-            "from predictor.runtime.inductor_inputs import _tf32_enabled; print(_tf32_enabled())")
+            "from predictor.runtime.choices.gemm_inputs import _tf32_enabled; print(_tf32_enabled())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
 
@@ -1125,7 +1129,7 @@ def test_a_split_addmm_is_tied_to_the_node_being_lowered(monkeypatch):
     """Operand names, sizes and strides repeat across graphs: a Triton-only addmm list of another lowering (the model
     compiled again with aten GEMMs off) must not be taken for the later part of an earlier aten call, which would
     leave Inductor no choice at all (NoValidChoicesError)."""
-    from predictor.runtime import split_addmm
+    from predictor.runtime.choices import split_addmm
 
     problem = Problem("addmm", 512, 768, 3072, "float16")
     a, b = FakeNode((512, 3072), (3072, 1)), FakeNode((3072, 768), (768, 1))
@@ -1143,7 +1147,7 @@ def test_a_split_addmm_is_tied_to_the_node_being_lowered(monkeypatch):
 
 
 def test_quantized_gemms_never_take_triton_behind_cublas():
-    from predictor.runtime.policy import DECIDE_MIN_GAP, decide_gap_for
+    from predictor.runtime.choices.policy import DECIDE_MIN_GAP, decide_gap_for
 
     def problem(op: str, m: int = 512, k: int = 4096) -> Problem:
         dtype = {"int_mm": "int8", "scaled_mm_rowwise": "float8_e4m3fn", "scaled_mm_tensorwise": "float8_e4m3fn"}
@@ -1156,7 +1160,7 @@ def test_quantized_gemms_never_take_triton_behind_cublas():
 
 
 def test_float32_gemms_take_triton_only_where_the_model_favours_it():
-    from predictor.runtime.policy import DECIDE_MIN_GAP, FLOAT32_GAP, decide_gap_for, decide_one
+    from predictor.runtime.choices.policy import DECIDE_MIN_GAP, FLOAT32_GAP, decide_gap_for, decide_one
 
     fp32 = Problem("mm", 8, 3072, 768, "float32")
     assert decide_gap_for(fp32, DECIDE_MIN_GAP) == FLOAT32_GAP == 0.0
@@ -1173,11 +1177,11 @@ def test_the_float32_floor_keeps_cublas_where_the_labels_say_triton_trails_it():
     """On the shipped H200 labels' held-out fp32 problems the floor lifts the decide policy's oracle (gap -2.5 picks
     Triton favourites that trail cuBLAS in score and run slower than it)."""
     from predictor.offline.metrics import decision_sides
-    from predictor.artifacts import load_model
-    from predictor.device import DeviceInfo
+    from predictor.artifacts.model_folder import load_model
+    from predictor.core.device import DeviceInfo
     from predictor.offline.split import in_groups, recorded_test_groups
-    from predictor.runtime.policy import DECIDE_MIN_GAP, FLOAT32_GAP
-    from predictor.schema import read_dataset
+    from predictor.runtime.choices.policy import DECIDE_MIN_GAP, FLOAT32_GAP
+    from predictor.artifacts.schema import read_dataset
 
     root = Path(__file__).resolve().parents[1]
     ranker, meta = load_model(root / "models" / "h200-default-lgbm")
@@ -1194,7 +1198,7 @@ def test_the_float32_floor_keeps_cublas_where_the_labels_say_triton_trails_it():
 
 
 def test_few_rows_with_a_long_k_keep_cublas_unless_triton_clearly_leads():
-    from predictor.runtime.policy import SMALL_M_LONG_K_GAP, decide_gap_for, decide_one
+    from predictor.runtime.choices.policy import SMALL_M_LONG_K_GAP, decide_gap_for, decide_one
 
     decode_down = Problem("mm", 8, 2048, 5632, "bfloat16")  # a decode step's down projection: cuBLAS splits K
     assert decide_gap_for(decode_down, -1.5) == SMALL_M_LONG_K_GAP == 2.0

@@ -29,12 +29,12 @@ from collectors.in_program import redecide
 from predictor import atomic, compiled_walk, lgbm_text
 from predictor.artifacts import ModelError, load_model, load_runtime_model, read_metadata, save_model
 from predictor.cli import main
-from predictor.device import DeviceInfo
+from predictor.core.device import DeviceInfo
 from predictor.offline import export, few_rows_fit, gemv_blocks_fit
-from predictor.problem import PROBLEM_FIELDS, problem_id
+from predictor.core.problem import PROBLEM_FIELDS, problem_id
 from predictor.rankers import make_ranker
 from predictor.runtime import discovery, few_rows, gemv_blocks
-from predictor.schema import DatasetError, read_dataset, write_dataset, write_parquet
+from predictor.artifacts.schema import DatasetError, read_dataset, write_dataset, write_parquet
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "models" / "h200-default-lgbm-all"
@@ -227,7 +227,7 @@ def test_a_fifo_per_gpu_table_leaves_the_compile_to_its_default(tmp_path, folder
         import logging
         logging.basicConfig(level=logging.WARNING)
         from predictor.runtime import {module} as m
-        from predictor.runtime.discovery import table_path
+        from predictor.runtime.choices.discovery import table_path
         from pathlib import Path
         print(m._table("NVIDIA H200", "9.0", ({str(tmp_path / 'root')!r},)))
         print(table_path("Unknown GPU", [Path({str(tmp_path / 'root')!r})], "9.0", folder={folder!r}))
@@ -241,7 +241,7 @@ def test_a_fifo_or_a_device_as_a_dataset_is_refused_at_once(tmp_path):
     os.mkfifo(tmp_path / "d.parquet")
     (tmp_path / "zero.parquet").symlink_to("/dev/zero")
     out = child(f"""
-        from predictor.schema import DatasetError, file_metadata, file_sha256, read_dataset
+        from predictor.artifacts.schema import DatasetError, file_metadata, file_sha256, read_dataset
         for path in ({str(tmp_path / 'd.parquet')!r}, {str(tmp_path / 'zero.parquet')!r}):
             for read in (read_dataset, file_metadata, file_sha256):
                 try:
@@ -419,7 +419,7 @@ def test_two_exports_to_one_path_the_second_fails_at_once(tmp_path, no_compile):
     out = tmp_path / "table.json"
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        from predictor.atomic import claim_output
+        from predictor.artifacts.atomic import claim_output
         with claim_output({str(out)!r}):
             print("held", flush=True)
             time.sleep(60)
@@ -497,7 +497,7 @@ def test_a_table_fit_keeps_the_users_tmp_file_and_names_the_path_on_a_full_disk(
 SWAPPER = """
 import shutil, sys, time
 from pathlib import Path
-from predictor.atomic import MODEL, staged_folder
+from predictor.artifacts.atomic import MODEL, staged_folder
 target, versions, seconds = Path(sys.argv[1]), [Path(p) for p in sys.argv[2:4]], float(sys.argv[4])
 swaps, end = 0, time.monotonic() + seconds
 print("started", flush=True)
@@ -641,9 +641,9 @@ OTHER_READERS = """
     from predictor.offline.export import read_table_file
     from predictor.offline.report import load_metrics
     from predictor.offline.calibration import Ledger
-    from predictor.atomic import check_output_folder, MODEL
-    from predictor.runtime.discovery import find_model
-    from predictor.device import DeviceInfo
+    from predictor.artifacts.atomic import check_output_folder, MODEL
+    from predictor.runtime.choices.discovery import find_model
+    from predictor.core.device import DeviceInfo
     from predictor.testing.synthetic import METADATA
     from collectors.in_program.redecide import pooled
     from collectors.in_program.context_dataset import rows_of

@@ -19,7 +19,7 @@ PACKAGE = ROOT / "predictor"
 # libraries that cost a compile's start (pandas alone is a quarter of a second)
 FORBIDDEN = ("predictor.offline", "collectors", "matplotlib", "sklearn", "scipy", "pandas", "pyarrow", "lightgbm")
 # core modules that may: rankers/ is the fit side (the sklearn estimator API over scikit-learn and LightGBM;
-# the hook scores with predictor.lgbm_text and never imports it), testing/synthetic builds DataFrames
+# the hook scores with predictor.artifacts.lgbm_text and never imports it), testing/synthetic builds DataFrames
 EXEMPT = ("predictor.rankers", "predictor.testing.synthetic")
 MAX_LINES = 500
 
@@ -36,11 +36,21 @@ def _runtime_and_core() -> list[str]:
 
 
 def test_the_rooms_exist():
-    runtime, offline, core = ({p.stem for p in folder.glob("*.py")} - {"__init__"}
-                              for folder in (PACKAGE / "runtime", PACKAGE / "offline", PACKAGE))
-    assert {"hook", "installing", "compiling", "policy", "settings", "discovery"} <= runtime
-    assert {"train", "evaluate", "calibrate_fit", "report", "export"} <= offline
-    assert not runtime & core and not offline & core and not runtime & offline  # one home per module name
+    rooms = {name: {p.stem for p in (PACKAGE / name).glob("*.py")} - {"__init__"}
+             for name in ("runtime", "runtime/choices", "runtime/lowerings", "runtime/dynamic", "offline", "core",
+                          "artifacts")}
+    assert {"compile", "backend", "install"} <= rooms["runtime"]
+    assert {"pruner", "policy", "settings", "discovery", "inductor"} <= rooms["runtime/choices"]
+    assert {"registry", "gemv", "few_rows", "patchify", "pad_k", "grouped_mm", "conv"} <= rooms["runtime/lowerings"]
+    assert {"size_ranges", "hints", "dynamic_hints"} <= rooms["runtime/dynamic"]
+    assert {"train", "evaluate", "calibrate_fit", "report", "export"} <= rooms["offline"]
+    assert {"problem", "candidate", "device", "features", "regions"} <= rooms["core"]
+    assert {"model_folder", "lgbm_text", "compiled_walk", "atomic", "schema"} <= rooms["artifacts"]
+    assert (PACKAGE / "artifacts" / "tree_walk.c").is_file()
+    # the root holds the package's face and the CLI only
+    assert {p.stem for p in PACKAGE.glob("*.py")} == {"__init__", "cli"}
+    names = [n for room in rooms.values() for n in room]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []  # one home per module name
 
 
 def test_runtime_and_core_import_nothing_offline_at_import_time():
@@ -54,7 +64,7 @@ def test_runtime_and_core_import_nothing_offline_at_import_time():
         return module, json.loads(out.stdout.strip().splitlines()[-1])
 
     modules = _runtime_and_core()
-    assert "predictor.runtime.hook" in modules and "predictor.features" in modules
+    assert "predictor.runtime.choices.pruner" in modules and "predictor.core.features" in modules
     with ThreadPoolExecutor(4) as pool:
         offenders = {m: found for m, found in pool.map(imported, modules) if found}
     assert offenders == {}
@@ -76,7 +86,8 @@ def _imports(path: Path) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("path", sorted((PACKAGE / "runtime").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((PACKAGE / "runtime").rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(PACKAGE / "runtime")))
 def test_runtime_never_imports_offline_even_lazily(path):
     bad = [m for m in _imports(path) if m.split(".")[0] == "collectors" or m.startswith("predictor.offline")]
     assert bad == []

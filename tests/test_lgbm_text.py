@@ -9,8 +9,8 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
-from predictor import lgbm_text
-from predictor.lgbm_text import load_text_forest
+from predictor.artifacts import lgbm_text
+from predictor.artifacts.lgbm_text import load_text_forest
 from predictor.testing.model_text import with_tree_sizes
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -86,10 +86,10 @@ def test_malformed_trees_are_refused(tmp_path):
 def test_hook_feature_matrices_score_as_lightgbm(space, specialise, monkeypatch):
     """The hook's float32 matrices (problem columns constant: the specialised walk for the big lists, float32
     thresholds) score as LightGBM does on float64, for the lists ``benchmarks/hook_overhead.py`` times."""
-    from predictor.artifacts import read_metadata
-    from predictor.device import DeviceInfo
-    from predictor.features import runtime_feature_matrix
-    from predictor.problem import Problem
+    from predictor.artifacts.model_folder import read_metadata
+    from predictor.core.device import DeviceInfo
+    from predictor.core.features import runtime_feature_matrix
+    from predictor.core.problem import Problem
     from predictor.spaces import enumerate_space
 
     monkeypatch.setattr(lgbm_text, "_SPECIALISE_PAIRS", 0 if specialise else 1 << 62)

@@ -16,14 +16,14 @@ from sklearn.tree import DecisionTreeRegressor, export_text
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 import predictor
-from predictor.artifacts import METADATA_FILE, ModelError, load_model, read_metadata, save_model
+from predictor.artifacts.model_folder import METADATA_FILE, ModelError, load_model, read_metadata, save_model
 from predictor.cli import main
-from predictor.device import DeviceInfo
-from predictor.features import FEATURE_NAMES, feature_matrix
+from predictor.core.device import DeviceInfo
+from predictor.core.features import FEATURE_NAMES, feature_matrix
 from predictor.rankers import make_ranker
 from predictor.rankers.tree import TreeArrays
-from predictor.runtime import discovery
-from predictor.runtime.hook import find_model, model_roots
+from predictor.runtime.choices import discovery
+from predictor.runtime.choices.discovery import find_model, model_roots
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
 PACKAGE = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ import torch
 import predictor
 from predictor import cli
 from predictor.runtime import compiling, discovery, installing
-from predictor.schema import write_dataset
+from predictor.artifacts.schema import write_dataset
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 ROOT = Path(__file__).resolve().parents[1]

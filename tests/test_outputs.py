@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
-import predictor.artifacts
+import predictor.artifacts.model_folder
 import predictor.offline.evaluate
 import predictor.offline.report
 import predictor.offline.train
 from collectors.store import merge_parts
-from predictor import atomic
-from predictor.artifacts import load_model
+from predictor.artifacts import atomic
+from predictor.artifacts.model_folder import load_model
 from collectors.cli import main  # the whole CLI, collection subcommands included
-from predictor.schema import read_dataset, write_dataset
+from predictor.artifacts.schema import read_dataset, write_dataset
 
 TRAIN = ["train", "--ranker", "roofline"]  # nothing to fit: fast, and writes a complete model folder
 
@@ -50,7 +50,7 @@ def no_work(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("the work started before the output was checked")
     monkeypatch.setattr(predictor.offline.train, "load_training_rows", boom)
-    monkeypatch.setattr(predictor.artifacts, "load_model", boom)
+    monkeypatch.setattr(predictor.artifacts.model_folder, "load_model", boom)
 
 
 def test_train_never_empties_a_folder_that_is_not_a_model_folder(tmp_path, dataset, capsys, monkeypatch):
@@ -89,7 +89,7 @@ def test_missing_parents_are_made_and_removed_again_on_failure(tmp_path, dataset
     out = tmp_path / "a" / "b" / "m"
     code, err = run_cli([*TRAIN, "--dataset", dataset, "--out", out], capsys)
     assert code == 0 and load_model(out)[0].name == "roofline"
-    monkeypatch.setattr(predictor.artifacts, "model_card", lambda meta: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(predictor.artifacts.model_folder, "model_card", lambda meta: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):  # interrupted while saving: nothing of it is left
         main([*TRAIN, "--dataset", str(dataset), "--out", str(tmp_path / "x" / "y" / "m")])
     assert not (tmp_path / "x").exists()
@@ -136,7 +136,7 @@ def test_a_second_train_into_the_same_folder_fails_at_once(tmp_path, dataset):
 def test_claims_are_exclusive_between_threads_of_processes(tmp_path):
     """The lock is the kernel's (flock): a claim from another process fails while one is held, then succeeds."""
     out = tmp_path / "o"
-    code = ("import sys; from predictor.atomic import claim_output\n"
+    code = ("import sys; from predictor.artifacts.atomic import claim_output\n"
             "try:\n    cm = claim_output(sys.argv[1]); cm.__enter__()\nexcept ValueError as e:\n    print(e); sys.exit(3)\n")
     held = threading.Event()
     with atomic.claim_output(out):

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import predictor
-from predictor.runtime import installing, pad_k
+from predictor.runtime import install as installing
+from predictor.runtime.lowerings import pad_k
 
 aten = torch.ops.aten
 

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 import predictor
-from predictor.runtime import installing, patchify
-from predictor.runtime.table_patch import added_entries, decomposition_tables
+from predictor.runtime import install as installing
+from predictor.runtime.lowerings import patchify
+from predictor.runtime.lowerings.tables import added_entries, decomposition_tables
 
 aten = torch.ops.aten
 
@@ -437,27 +438,35 @@ def test_the_hooks_cache_keys_carry_the_decompositions_source(monkeypatch):
     keys (torch 2.13's uuid, torch 2.11's pickle of the config value)."""
     import pickle
 
-    from predictor.runtime import hook
-    from predictor.runtime.decompositions import decompositions_digest
-    from predictor.runtime.settings import HookSettings
+    from predictor.runtime.choices import pruner as hook
+    from predictor.runtime.choices.settings import HookSettings
+    from predictor.runtime.lowerings import registry
 
     pruner = hook.GemmPruner(HookSettings())
-    assert decompositions_digest() in pickle.dumps(pruner).decode("latin-1")
+    assert registry.digest() in pickle.dumps(pruner).decode("latin-1")
     before = pruner.uuid()
-    monkeypatch.setattr(hook, "decompositions_digest", lambda: "another-rule")
+    monkeypatch.setattr(registry, "digest", lambda lowerings=None: "another-rule")
     assert hook.GemmPruner(HookSettings()).uuid() != before
     assert b"another-rule" in pickle.dumps(hook.GemmPruner(HookSettings()))
 
 
 def test_the_decompositions_digest_covers_the_rules_that_pick_kernels(monkeypatch):
-    """A changed decision rule (the hook, policy or split addmm source) changes the digest, so a graph lowered under
-    the older rule is not reused from Inductor's cache."""
+    """A changed decision rule (the pruner, the filter, policy or split addmm source) or a changed decomposition
+    (patchify's source) changes the digest, so a graph lowered under the older rule is not reused from Inductor's
+    cache."""
     from pathlib import Path
 
-    from predictor.runtime.decompositions import decompositions_digest
+    from predictor.runtime.choices import pruner as hook
+    from predictor.runtime.lowerings import registry
 
-    before = decompositions_digest.__wrapped__()
+    before = hook.cache_digest()
     original = Path.read_bytes
-    for name in ("policy.py", "split_addmm.py", "hook.py"):
+    for name in ("policy.py", "split_addmm.py", "pruner.py", "filtering.py", "patchify.py"):
         monkeypatch.setattr(Path, "read_bytes", lambda self, n=name: original(self) + (b"#" if self.name == n else b""))
-        assert decompositions_digest.__wrapped__() != before, name
+        hook.choices_digest.cache_clear()
+        registry.source_digest.cache_clear()
+        assert hook.cache_digest() != before, name
+    monkeypatch.setattr(Path, "read_bytes", original)
+    hook.choices_digest.cache_clear()
+    registry.source_digest.cache_clear()
+    assert hook.cache_digest() == before

@@ -1,5 +1,5 @@
 """A dynamic graph's 1-D pointwise kernels: the block Inductor's heuristic gives each launch's element count
-(``predictor.runtime.pointwise_by_size``), the rewrite of the generated source, and the launch dispatch."""
+(``predictor.runtime.lowerings.pointwise_by_size``), the rewrite of the generated source, and the launch dispatch."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ tl = pytest.importorskip("triton.language")
 from torch._inductor.runtime import triton_heuristics  # noqa: E402
 from torch._inductor.runtime.hints import DeviceProperties  # noqa: E402
 
-from predictor.runtime import dynamic_hints, pointwise_by_size  # noqa: E402
-from predictor.runtime.pointwise_by_size import BLOCKS, block_for, by_size_source  # noqa: E402
+from predictor.runtime.dynamic import dynamic_hints  # noqa: E402
+from predictor.runtime.lowerings import pointwise_by_size  # noqa: E402
+from predictor.runtime.lowerings.pointwise_by_size import BLOCKS, block_for, by_size_source  # noqa: E402
 
 H100 = DeviceProperties(type="cuda", index=0, multi_processor_count=132, cc=90, major=9, regs_per_multiprocessor=65536,
                         max_threads_per_multi_processor=2048, max_threads_per_block=1024, warp_size=32)
@@ -87,14 +88,14 @@ def test_the_rewritten_source_runs_with_this_heuristic_or_inductors_without_the_
     prelude = pointwise_by_size._IMPORT
     exec(prelude, namespace)  # noqa: S102 - the lines the rewrite adds to a generated kernel
     assert namespace["_pointwise_by_size"] is pointwise_by_size.pointwise
-    saved = sys.modules.get("predictor.runtime.pointwise_by_size")
-    sys.modules["predictor.runtime.pointwise_by_size"] = None  # a compile worker that cannot import the package
+    saved = sys.modules.get("predictor.runtime.lowerings.pointwise_by_size")
+    sys.modules["predictor.runtime.lowerings.pointwise_by_size"] = None  # a compile worker that cannot import the package
     try:
         namespace = {"triton_heuristics": triton_heuristics}
         exec(prelude, namespace)  # noqa: S102
         assert namespace["_pointwise_by_size"] is triton_heuristics.pointwise
     finally:
-        sys.modules["predictor.runtime.pointwise_by_size"] = saved
+        sys.modules["predictor.runtime.lowerings.pointwise_by_size"] = saved
 
 
 def test_the_autotuner_has_one_config_per_block_and_pickles_by_name():

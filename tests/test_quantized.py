@@ -17,10 +17,10 @@ import torch
 
 from collectors import corpus as C
 from collectors.corpus_quant import QUANT_M, build_quant_corpus
-from predictor.candidate import Candidate, from_choice_caller, from_template_kwargs
-from predictor.device import DeviceInfo
-from predictor.problem import Problem
-from predictor.runtime.hook import GemmPruner, HookSettings
+from predictor.core.candidate import Candidate, from_choice_caller, from_template_kwargs
+from predictor.core.device import DeviceInfo
+from predictor.core.problem import Problem
+from predictor.runtime.choices.pruner import GemmPruner, HookSettings
 from predictor.spaces import enumerate_space
 from predictor.spaces.configs import FROZEN
 from predictor.testing.fakes import ktc, scaled_mm_inputs
@@ -32,7 +32,7 @@ H200 = DeviceInfo("NVIDIA H200", "9.0", 132, 232448, 60 << 20, 4800.0)
 A100 = DeviceInfo("NVIDIA A100", "8.0", 108, 166912, 40 << 20, 1500.0)
 MIRRORS = "2.13"  # the torch release whose lists and rules these expectations were derived from
 FP8 = "float8_e4m3fn"
-LOGGER = "predictor.runtime.hook"
+LOGGER = "predictor.runtime.choices.pruner"
 
 
 def scaled(op: str, m: int, n: int, k: int) -> Problem:
@@ -61,7 +61,7 @@ def test_fp8_problems_and_their_rules():
 
 def test_committed_problem_ids_are_unchanged():
     """The vocabularies grew; every committed corpus_v1 problem still hashes to its recorded id."""
-    from predictor.problem import problem_from_row
+    from predictor.core.problem import problem_from_row
 
     df = C.load_corpus(ROOT / "datasets" / "corpus" / "corpus_v1.parquet")
     assert all(problem_from_row(r).problem_id == r.problem_id for r in df.itertuples(index=False))

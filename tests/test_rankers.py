@@ -8,7 +8,7 @@ import pytest
 from sklearn.exceptions import NotFittedError
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
-from predictor.device import DeviceInfo
+from predictor.core.device import DeviceInfo
 from predictor.offline.split import split_by_group
 from predictor.offline.train import evaluate_ranker
 from predictor.rankers import RANKERS, Ranker, make_ranker, top_k

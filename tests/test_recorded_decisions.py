@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 import torch
 
-from predictor.artifacts import load_model, read_metadata
-from predictor.candidate import to_template_kwargs
-from predictor.device import DeviceInfo
-from predictor.problem import Problem
-from predictor.runtime import policy
-from predictor.runtime.hook import GemmPruner, HookSettings
+from predictor.artifacts.model_folder import load_model, read_metadata
+from predictor.core.candidate import to_template_kwargs
+from predictor.core.device import DeviceInfo
+from predictor.core.problem import Problem
+from predictor.runtime.choices import policy
+from predictor.runtime.choices.pruner import GemmPruner, HookSettings
 from predictor.spaces import enumerate_space
 from predictor.testing.fakes import FakeInputs, FakeNode, ktc, mm_inputs
 

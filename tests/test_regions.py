@@ -1,4 +1,4 @@
-"""Region models (predictor.regions): which GEMMs are short-unaligned, the decide gap there, how the hook finds and
+"""Region models (predictor.core.regions): which GEMMs are short-unaligned, the decide gap there, how the hook finds and
 uses the region's model beside the GPU's main model, ``train --region``, and the token-mixing corpus."""
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ import torch
 
 from collectors.corpus import build_token_corpus, load_corpus
 from collectors.corpus_tokens import TOKEN_FAMILIES
-from predictor.artifacts import load_model, read_metadata
-from predictor.candidate import to_template_kwargs
-from predictor.device import DeviceInfo
-from predictor.features import runtime_feature_matrix
-from predictor.problem import Problem
-from predictor.regions import SHORT_UNALIGNED, region_of, rows_in_region, short_unaligned
-from predictor.runtime import policy
-from predictor.runtime.hook import GemmPruner, HookSettings
-from predictor.runtime.discovery import find_model
-from predictor.schema import read_dataset
+from predictor.artifacts.model_folder import load_model, read_metadata
+from predictor.core.candidate import to_template_kwargs
+from predictor.core.device import DeviceInfo
+from predictor.core.features import runtime_feature_matrix
+from predictor.core.problem import Problem
+from predictor.core.regions import SHORT_UNALIGNED, region_of, rows_in_region, short_unaligned
+from predictor.runtime.choices import policy
+from predictor.runtime.choices.pruner import GemmPruner, HookSettings
+from predictor.runtime.choices.discovery import find_model
+from predictor.artifacts.schema import read_dataset
 from predictor.spaces import enumerate_space
 from predictor.testing.fakes import FakeInputs, FakeNode, ktc
 
@@ -67,8 +67,8 @@ def test_the_decide_gap_is_floored_at_zero_where_the_region_model_ranks(monkeypa
     assert policy.decide_gap_for(aligned, -2.5, region_of(aligned)) == -2.5
     assert policy.decide_gap_for(token_mixing, 1.0, SHORT_UNALIGNED) == 1.0  # a floor, not a value
     # part of the hook's cache key: a changed region floor is another key
-    from predictor.runtime.hook import GemmPruner
-    from predictor.runtime.settings import HookSettings
+    from predictor.runtime.choices.pruner import GemmPruner
+    from predictor.runtime.choices.settings import HookSettings
 
     before = GemmPruner(HookSettings(model=None)).uuid()
     monkeypatch.setitem(policy.REGION_GAPS, SHORT_UNALIGNED, 1.0)

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from predictor.testing.synthetic import METADATA
 
-from predictor import features
-from predictor.candidate import CANDIDATE_FIELDS, Candidate, from_template_kwargs
-from predictor.device import DeviceInfo
-from predictor.features import feature_matrix, ranker_rows, runtime_feature_matrix
-from predictor.problem import Problem, problem_from_row
-from predictor.schema import read_dataset
+from predictor.core import features
+from predictor.core.candidate import CANDIDATE_FIELDS, Candidate, from_template_kwargs
+from predictor.core.device import DeviceInfo
+from predictor.core.features import feature_matrix, ranker_rows, runtime_feature_matrix
+from predictor.core.problem import Problem, problem_from_row
+from predictor.artifacts.schema import read_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDING = json.loads((ROOT / "tests" / "data" / "inductor_choices_h200_torch211.json").read_text())

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
-from predictor.artifacts import METADATA_FILE, ModelError, load_model, load_runtime_model, read_metadata, save_model
-from predictor.device import DeviceInfo
-from predictor.lgbm_text import TEXT_FOREST_SIGNS, TextForestRanker
+from predictor.artifacts.model_folder import METADATA_FILE, ModelError, load_model, load_runtime_model, read_metadata, save_model
+from predictor.core.device import DeviceInfo
+from predictor.artifacts.lgbm_text import TEXT_FOREST_SIGNS, TextForestRanker
 from predictor.rankers import make_ranker
 from predictor.rankers.lgbm import LGBMRankerModel, LGBMRegressorModel
 from predictor.rankers.tree import TreeRanker
-from predictor.schema import read_dataset
+from predictor.artifacts.schema import read_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICE = DeviceInfo.from_metadata(METADATA)
@@ -86,9 +86,9 @@ def test_the_exhaustive_space_scores_with_numpy_too():
     """LightGBM is installed here, yet the exhaustive space's pruner (2400 choices a GEMM) scores with numpy, which
     is no slower than LightGBM's predictor, and loading it imports no offline library."""
     folder = ROOT / "models" / "h200-exhaustive-lgbm-all"
-    code = ("from predictor.artifacts import read_metadata\n"
-            "from predictor.device import DeviceInfo\n"
-            "from predictor.runtime.hook import GemmPruner, HookSettings\n"
+    code = ("from predictor.artifacts.model_folder import read_metadata\n"
+            "from predictor.core.device import DeviceInfo\n"
+            "from predictor.runtime.choices.pruner import GemmPruner, HookSettings\n"
             f"folder = {str(folder)!r}\n"
             "device = DeviceInfo.from_metadata(read_metadata(folder))\n"
             "pruner = GemmPruner(HookSettings(model=folder, space='exhaustive', device=device)).load()\n"
@@ -148,8 +148,8 @@ def _imported_offline(code: str) -> list[str]:
     return json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"'))
 
 
-@pytest.mark.parametrize("module", ["predictor", "predictor.runtime.installing", "predictor.runtime.compiling",
-                                    "predictor.runtime.hook"])
+@pytest.mark.parametrize("module", ["predictor", "predictor.runtime.install", "predictor.runtime.compile",
+                                    "predictor.runtime.choices.pruner"])
 def test_hook_modules_import_nothing_offline(module):
     """The import direction, one entry point per fresh interpreter: none of the offline libraries, pandas and
     pyarrow included (together a quarter of a second of every compile's start)."""
@@ -159,12 +159,12 @@ def test_hook_modules_import_nothing_offline(module):
 def test_runtime_imports_nothing_offline():
     """The hook loads a model and prunes a list (features, scores, policy) without the offline libraries."""
     code = (
-        "import predictor, predictor.lgbm_text, predictor.features\n"
-        "from predictor.runtime import compiling, hook, policy\n"
-        "from predictor.artifacts import read_metadata\n"
-        "from predictor.candidate import Candidate, to_template_kwargs\n"
-        "from predictor.device import DeviceInfo\n"
-        "from predictor.problem import Problem\n"
+        "import predictor, predictor.artifacts.lgbm_text, predictor.core.features\n"
+        "from predictor.runtime import compile as compiling\nfrom predictor.runtime.choices import pruner as hook, policy\n"
+        "from predictor.artifacts.model_folder import read_metadata\n"
+        "from predictor.core.candidate import Candidate, to_template_kwargs\n"
+        "from predictor.core.device import DeviceInfo\n"
+        "from predictor.core.problem import Problem\n"
         "from predictor.testing.fakes import mm_inputs\n"
         "from types import SimpleNamespace as NS\n"
         "import torch\n"

@@ -14,8 +14,8 @@ from collectors import kernels  # noqa: E402 -- after the importorskip
 from collectors import runners as R  # noqa: E402
 from collectors.bulk import compile_key  # noqa: E402
 from collectors.selection import refuse_unsupported  # noqa: E402
-from predictor.candidate import Candidate  # noqa: E402
-from predictor.problem import Problem  # noqa: E402
+from predictor.core.candidate import Candidate  # noqa: E402
+from predictor.core.problem import Problem  # noqa: E402
 from interpreter import run_interpreted  # noqa: E402
 
 from cpu_scaled_mm import cpu_scaled_mm_takes_row_scales  # noqa: E402

@@ -15,8 +15,8 @@ import collectors.runners as runners
 import collectors.timing as timing
 from collectors.bulk import measure_problem
 from collectors.store import PartWriter
-from predictor.candidate import Candidate
-from predictor.problem import Problem
+from predictor.core.candidate import Candidate
+from predictor.core.problem import Problem
 
 sys.path.insert(0, str(Path(__file__).parent))
 from predictor.testing.synthetic import METADATA, synthetic_dataset  # noqa: E402

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from predictor.artifacts import load_model
-from predictor.device import DeviceInfo
+from predictor.artifacts.model_folder import load_model
+from predictor.core.device import DeviceInfo
 from predictor.offline.split import groups_of
-from predictor.schema import read_dataset
+from predictor.artifacts.schema import read_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT / "datasets/nvidia-h200/exhaustive.parquet"

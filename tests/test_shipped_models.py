@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictor.artifacts import load_model
-from predictor.device import DeviceInfo
-from predictor.schema import read_dataset
+from predictor.artifacts.model_folder import load_model
+from predictor.core.device import DeviceInfo
+from predictor.artifacts.schema import read_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "data" / "shipped_rankings.json"

@@ -1,4 +1,4 @@
-"""One compile for every size (``predictor.runtime.size_ranges``) on the CPU: a symbolic-M GEMM becomes a chain of
+"""One compile for every size (``predictor.runtime.dynamic.size_ranges``) on the CPU: a symbolic-M GEMM becomes a chain of
 ranges dispatched on the actual M, each range lowered once and judged at its own M, outputs right at every size.
 (On a GPU, with the hook choosing each range's kernel: tests/test_gpu_size_ranges.py.)"""
 
@@ -13,8 +13,8 @@ import torch
 from torch._inductor.utils import run_and_get_code
 
 import predictor
-from predictor.runtime import inductor_inputs
-from predictor.runtime import size_ranges as sr
+from predictor.runtime.choices import gemm_inputs as inductor_inputs
+from predictor.runtime.dynamic import size_ranges as sr
 from predictor.testing.fakes import FakeInputs, FakeNode
 
 
@@ -97,10 +97,10 @@ def test_size_ranges_must_be_a_bool():
 def test_offline_evaluation_scores_plain_per_size_and_ranges_on_the_shipped_sweeps():
     from pathlib import Path
 
-    from predictor.artifacts import load_model
-    from predictor.device import DeviceInfo
+    from predictor.artifacts.model_folder import load_model
+    from predictor.core.device import DeviceInfo
     from predictor.offline import size_range_eval
-    from predictor.schema import read_dataset
+    from predictor.artifacts.schema import read_dataset
 
     root = Path(__file__).resolve().parents[1]
     model, meta = load_model(root / "models" / "h100-default-lgbm")
@@ -121,10 +121,10 @@ def test_offline_evaluation_scores_plain_per_size_and_ranges_on_the_shipped_swee
 def test_bounds_learned_with_each_family_held_out_and_the_hindsight_ceiling():
     from pathlib import Path
 
-    from predictor.artifacts import load_model
-    from predictor.device import DeviceInfo
+    from predictor.artifacts.model_folder import load_model
+    from predictor.core.device import DeviceInfo
     from predictor.offline import size_range_eval
-    from predictor.schema import read_dataset
+    from predictor.artifacts.schema import read_dataset
 
     root = Path(__file__).resolve().parents[1]
     model, meta = load_model(root / "models" / "h100-default-lgbm")

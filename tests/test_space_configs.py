@@ -11,9 +11,9 @@ import pytest
 import torch
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
-from predictor.artifacts import load_runtime_model, read_metadata, save_model
-from predictor.device import DeviceInfo
-from predictor.problem import Problem
+from predictor.artifacts.model_folder import load_runtime_model, read_metadata, save_model
+from predictor.core.device import DeviceInfo
+from predictor.core.problem import Problem
 from predictor.rankers import make_ranker
 from predictor.spaces import FROZEN, configs, enumerate_space
 from predictor.spaces.configs import (

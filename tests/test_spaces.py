@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from predictor.candidate import Candidate, from_template_kwargs
-from predictor.device import DeviceInfo
-from predictor.problem import Problem
+from predictor.core.candidate import Candidate, from_template_kwargs
+from predictor.core.device import DeviceInfo
+from predictor.core.problem import Problem
 from predictor.spaces import (
     SPACES,
     _smem_bytes,

@@ -6,8 +6,8 @@ import pytest
 import sympy
 import torch
 
-from predictor.runtime import symbolic_tiling
-from predictor.runtime.table_patch import wrapped_attribute
+from predictor.runtime.lowerings import symbolic_tiling
+from predictor.runtime.lowerings.tables import wrapped_attribute
 
 from cpu_triton_codegen import written
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from predictor.offline.train import load_training_rows, train
-from predictor.schema import write_dataset
+from predictor.artifacts.schema import write_dataset
 
 sys.path.insert(0, str(Path(__file__).parent))
 from predictor.testing.synthetic import METADATA, synthetic_dataset  # noqa: E402

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from predictor.candidate import to_template_kwargs
-from predictor.device import DeviceInfo
-from predictor.problem import Problem
+from predictor.core.candidate import to_template_kwargs
+from predictor.core.device import DeviceInfo
+from predictor.core.problem import Problem
 from predictor.runtime import hook
 from predictor.runtime.hook import GemmPruner, HookSettings
 from predictor.spaces import FROZEN, configs, enumerate_space

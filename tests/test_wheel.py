@@ -32,8 +32,8 @@ import json, sys
 from pathlib import Path
 import torch
 import predictor
-from predictor.device import DeviceInfo
-from predictor.runtime import discovery
+from predictor.core.device import DeviceInfo
+from predictor.runtime.choices import discovery
 from predictor.testing.fakes import FakeInputs, FakeNode, ktc
 
 recording = json.loads(Path(sys.argv[1]).read_text())
@@ -93,8 +93,8 @@ def test_wheel_carries_the_models_and_not_the_datasets(wheel: Path) -> None:
         assert MODEL_FILES <= packaged and packaged & {"model.lgbm.txt", "model.json"}, (name, packaged)
     assert not [n for n in names if n.startswith("datasets/") or n.endswith(".parquet")]
     modules = [n for n in names if n.endswith(".py")]
-    assert "predictor/runtime/hook.py" in modules and [n for n in modules if not (ROOT / n).is_file()] == []
-    assert "predictor/tree_walk.c" in names  # the compiled walker's source (predictor.compiled_walk)
+    assert "predictor/runtime/choices/pruner.py" in modules and [n for n in modules if not (ROOT / n).is_file()] == []
+    assert "predictor/artifacts/tree_walk.c" in names  # the compiled walker's source (predictor.artifacts.compiled_walk)
     tables = sorted(p.name for p in (ROOT / "models" / "gemv-blocks").glob("*.json"))
     assert tables and all(f"predictor/models/gemv-blocks/{t}" in names for t in tables)  # GEMV block tables
     assert wheel.stat().st_size < MAX_WHEEL_BYTES, f"wheel is {wheel.stat().st_size / 2**20:.1f} MiB"

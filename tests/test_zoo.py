@@ -425,7 +425,7 @@ def test_held_out_set8_architectures_build():
     pytest.importorskip("transformers")
     import torch
 
-    from predictor.runtime import grouped_mm
+    from predictor.runtime.lowerings import grouped_mm
 
     cpu, ids = torch.device("cpu"), torch.randint(0, 1000, (1, 3))
     olmoe = configs._olmoe_config(hidden_size=64, intermediate_size=32, num_attention_heads=4, num_key_value_heads=4,

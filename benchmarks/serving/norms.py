@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from torch._inductor.codegen.triton import TritonKernel
 
-    from predictor.runtime.table_patch import wrapped_attribute
+    from predictor.runtime.lowerings.tables import wrapped_attribute
 
     rows = [int(r) for r in args.rows.split(",")]
     norms = {"layer_norm": layer_norm(torch.nn.LayerNorm(HIDDEN, device="cuda", dtype=torch.bfloat16)),

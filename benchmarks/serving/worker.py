@@ -43,7 +43,7 @@ def compiler_for(mode: str) -> tuple[Callable[[torch.nn.Module], Callable], bool
     import predictor
 
     # no CUDA graph trees: each size is timed inside one outer CUDA graph of its own, like the peers;
-    # hook-ranges-dynamic: one kernel per range of M (predictor.runtime.size_ranges); hook-static: one compile per size
+    # hook-ranges-dynamic: one kernel per range of M (predictor.runtime.dynamic.size_ranges); hook-static: one compile per size
     ranges = mode.startswith("hook-ranges")
     return (lambda m: predictor.compile(m, dynamic=dynamic, cudagraphs=False, size_ranges=ranges)), dynamic
 

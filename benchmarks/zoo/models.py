@@ -252,7 +252,7 @@ _ENTRIES = [
     ZooModel("convnextv2-tiny", "vision-conv", "infer", "bfloat16", _timm("convnextv2_tiny", 32, "bfloat16"),
              "timm convnextv2_tiny (global response norm), full depth (3,3,9,3); batch 32", held_out_set=6),
     # held out, seventh set: token-mixing models at image sizes whose token counts (324, 225) no label has, added
-    # with the short-unaligned region model (predictor.regions) and not used to fit it; full depth
+    # with the short-unaligned region model (predictor.core.regions) and not used to fit it; full depth
     ZooModel("gmlp-s16-288", "vision-mlp", "infer", "float16", _timm("gmlp_s16_224", 32, "float16", img_size=288),
              "timm gmlp_s16_224 at 288 px (324 tokens; spatial gating unit), full depth; batch 32", held_out_set=7),
     ZooModel("resmlp-24-240", "vision-mlp", "infer", "bfloat16", _timm("resmlp_24_224", 32, "bfloat16", img_size=240),

@@ -149,7 +149,7 @@ def benchmarks_take_turns() -> Iterator[None]:
         return
     from torch._inductor.runtime.benchmarking import benchmarker
 
-    from predictor.runtime.table_patch import wrapped_attribute
+    from predictor.runtime.lowerings.tables import wrapped_attribute
 
     def in_turn(original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
@@ -348,11 +348,11 @@ def measure(record: dict[str, Any], zm: models.ZooModel, mode: modes.Mode, repea
         _time_and_census(record, zm, step, trees, mode.replayable, repeats, device)
     if mode.base.startswith("hook"):
         import predictor
-        from predictor.runtime import installing
-        from predictor.runtime.gemv import gemv_count
-        from predictor.runtime.gemv_blocks import fixed_count
-        from predictor.runtime.pad_k import padded_k_count
-        from predictor.runtime.patchify import patch_gemm_count
+        from predictor.runtime import install as installing
+        from predictor.runtime.lowerings.gemv import gemv_count
+        from predictor.runtime.lowerings.gemv_blocks import fixed_count
+        from predictor.runtime.lowerings.pad_k import padded_k_count
+        from predictor.runtime.lowerings.patchify import patch_gemm_count
         record["hook_stats"] = {**predictor.stats(), "gemv_reductions": gemv_count(), **fixed_count(),
                                 "patch_gemms": patch_gemm_count(), "padded_k": padded_k_count()}
         if installing._STACK:  # which model and gap decided: the shipped default changes between releases

@@ -85,7 +85,7 @@ class AlternativeLog:
     def __call__(self, choices: list[Any], scores: Any, is_aten: list[bool], chosen: int, problem: Any,
                  kernel_inputs: Any, op_name: str) -> None:
         from predictor.offline.export import lookup_entry
-        from predictor.runtime.policy import runner_up
+        from predictor.runtime.choices.policy import runner_up
 
         key = self._keyer().make_lookup_key(kernel_inputs, op_name, include_device=True)
         if key is None:
@@ -94,7 +94,7 @@ class AlternativeLog:
         if key in self.rows:
             self.rows[key]["count"] += 1
             return
-        from predictor.runtime.inductor_inputs import _lowering_node, output_consumers, output_feeds_pointwise
+        from predictor.runtime.choices.gemm_inputs import _lowering_node, output_consumers, output_feeds_pointwise
 
         alternative, gap = runner_up(scores, is_aten, chosen)
         node = _lowering_node()
@@ -112,7 +112,7 @@ class AlternativeLog:
 
     def finish(self, device: Any) -> list[dict[str, Any]]:
         """The rows with each GEMM's ideal time on ``device`` (the model's DeviceInfo; None leaves it out)."""
-        from predictor.features import ideal_time_us
+        from predictor.core.features import ideal_time_us
 
         out = []
         for row in self.rows.values():
@@ -170,7 +170,7 @@ def phase_record(model: str, repeats: int, table_out: Path) -> dict[str, Any]:
 
     import predictor
     from predictor.offline.export import DecisionRecorder
-    from predictor.runtime import installing
+    from predictor.runtime import install as installing
 
     from benchmarks.zoo import models, worker
 
@@ -209,7 +209,7 @@ def table_compiler(table: dict[str, list]) -> Callable[[Any], Any]:
         from torch._inductor import config
 
         from benchmarks.export_check import table_choices_class
-        from predictor.runtime.compiling import RECOMMENDED_OPTIONS, compile_without_hook
+        from predictor.runtime.compile import RECOMMENDED_OPTIONS, compile_without_hook
 
         config.lookup_table.table = table
         config.inductor_choices_class = table_choices_class()

@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from predictor.atomic import DOCUMENT_BYTES, read_json
-from predictor.problem import Problem
-from predictor.runtime.policy import DECIDE_MIN_GAP
-from predictor.schema import DatasetError, read_parquet, write_parquet
+from predictor.artifacts.atomic import DOCUMENT_BYTES, read_json
+from predictor.core.problem import Problem
+from predictor.runtime.choices.policy import DECIDE_MIN_GAP
+from predictor.artifacts.schema import DatasetError, read_parquet, write_parquet
 
 from .context_blocks import parse as parse_block_name
 from .redecide import problem_of, recorded_takes_triton
@@ -41,7 +41,7 @@ REQUIRED = ("model", "op", "m", "n", "k", "dtype", "gap", "triton_step_ms", "cub
 
 
 def write_context(df: pd.DataFrame, path: str | Path, sources: list[str]) -> Path:
-    """``df`` as zstd parquet with page checksums and ``footer_sha256`` (``predictor.schema.write_parquet``, as every
+    """``df`` as zstd parquet with page checksums and ``footer_sha256`` (``predictor.artifacts.schema.write_parquet``, as every
     shipped dataset), its metadata saying what it is and where it came from."""
     import pyarrow as pa
 
@@ -64,7 +64,7 @@ def read_context(path: str | Path) -> pd.DataFrame:
         raise DatasetError(f"{path}: context dataset lacks column(s) {', '.join(missing)}")
     if df.gpu.nunique() > 1:
         raise DatasetError(f"{path}: rows of several GPUs ({', '.join(map(str, df.gpu.unique()))})")
-    df.attrs.update(metadata=meta, source=str(path))  # as predictor.schema.read_dataset gives them
+    df.attrs.update(metadata=meta, source=str(path))  # as predictor.artifacts.schema.read_dataset gives them
     return df
 
 

@@ -2,7 +2,7 @@
 labels of GPUs measured before.
 
 Method ("union"): one LambdaRank model over the base GPU's training rows and the new GPU's calibration rows,
-each row's features computed with the device it was measured on (``predictor.features`` has the device's SM
+each row's features computed with the device it was measured on (``predictor.core.features`` has the device's SM
 count, shared memory, L2, bandwidth and peaks in its roofline, wave and fit features). A problem measured on
 both GPUs is two queries, so the model learns where the devices agree from the large base set and where they
 differ from the new rows. The result is a model for the new GPU: its metadata names the new device, so the hook
@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..artifacts import read_metadata
-from ..device import DeviceInfo
-from ..features import feature_matrix
+from ..artifacts.model_folder import read_metadata
+from ..core.device import DeviceInfo
+from ..core.features import feature_matrix
 from ..rankers import make_ranker
 from ..rankers._common import training_rows
-from ..schema import read_dataset
+from ..artifacts.schema import read_dataset
 from .split import in_groups, recorded_test_groups
 
 log = logging.getLogger(__name__)
@@ -96,8 +96,8 @@ def calibrate_fit(parts: str | Path, out: str | Path, base_model: str | Path, mi
                   method: str = "union", seed: int = 0, force: bool = False) -> dict[str, Any]:
     """Fit and save a model folder for the GPU the calibration parts were measured on; returns its metadata.
     A shipped model folder is replaced only with ``force``."""
-    from ..artifacts import save_model
-    from ..atomic import MODEL, check_output_folder, claim_output
+    from ..artifacts.model_folder import save_model
+    from ..artifacts.atomic import MODEL, check_output_folder, claim_output
     from ..spaces.configs import space_metadata
     from .shipped import check_not_shipped
     from .train import _problem_ranges

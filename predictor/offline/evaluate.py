@@ -16,8 +16,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..atomic import REPORT, check_output_folder, claim_output
-from ..device import DeviceInfo
+from ..artifacts.atomic import REPORT, check_output_folder, claim_output
+from ..core.device import DeviceInfo
 # re-exported: the names callers import from predictor.offline.evaluate
 from .metrics import (BASELINES, FAILED_FLOOR, FAMILY_ORDER, HEADLINE, KS, METRIC_COLUMNS,  # noqa: F401
                       RANDOM, SIZE_BANDS, SLICE_KINDS, EvaluationError, EvaluationResult, NonFiniteScores,  # noqa: F401
@@ -62,7 +62,7 @@ def _make_baseline(name: str) -> Any:
 
 
 def _select_space(rows: pd.DataFrame, space: str, source: str) -> pd.DataFrame:
-    from ..schema import DatasetError, select_space
+    from ..artifacts.schema import DatasetError, select_space
 
     try:
         return select_space(rows, space, source)
@@ -74,7 +74,7 @@ def hook_rule_table(rows: pd.DataFrame, model: Any, device: DeviceInfo, meta: Ma
                     ks: Iterable[int]) -> list[dict[str, Any]]:
     """What ``predictor.install(top_k=k)`` keeps and reaches on these rows, per k: its plain top k, then its
     defaults (the calibrated margin from ``meta``, a favoured aten alone on GEMMs under ATEN_ALONE_BELOW_US)."""
-    from ..runtime.policy import ATEN_ALONE_BELOW_US
+    from ..runtime.choices.policy import ATEN_ALONE_BELOW_US
 
     scores = np.asarray(model.score(rows, device), dtype=float)
     margin = (meta.get("pruning") or {}).get("margin")
@@ -110,13 +110,13 @@ def run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: str | Pa
 
 def _run_evaluation(model_dir: str | Path, dataset: str | Path, out_dir: Path, space: str, ks: tuple[int, ...],
                     split: str, compare_models: Sequence[str | Path], command: str | None) -> dict[str, Any]:
-    from ..schema import DatasetError, file_sha256, read_dataset
+    from ..artifacts.schema import DatasetError, file_sha256, read_dataset
     from .split import in_groups, recorded_test_groups, split_by_group
 
     try:
-        from ..artifacts import load_model
+        from ..artifacts.model_folder import load_model
     except ImportError as exc:
-        raise EvaluationError(f"cannot load models: predictor.artifacts is unavailable ({exc})") from None
+        raise EvaluationError(f"cannot load models: predictor.artifacts.model_folder is unavailable ({exc})") from None
 
     model_dir = Path(model_dir)
     model, meta = load_model(model_dir)

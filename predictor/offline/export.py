@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..atomic import DOCUMENT_BYTES, OutputError, check_output_file, claim_output, read_regular, write_text
+from ..artifacts.atomic import DOCUMENT_BYTES, OutputError, check_output_file, claim_output, read_regular, write_text
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def _json_safe(options: dict[str, Any]) -> dict[str, Any]:
 
 def check_table_out(out_path: str | os.PathLike) -> Path:
     """The table's output path, checked before any work (a compile takes minutes): a folder, a filesystem root, a
-    folder we may not write in (``predictor.atomic.check_output_file``), or an existing file that is not a table
+    folder we may not write in (``predictor.artifacts.atomic.check_output_file``), or an existing file that is not a table
     exported here (a dataset, a model file, anything of the user's) is refused with one line; an earlier export
     (or an empty file) is replaced."""
     path = check_output_file(out_path)
@@ -194,7 +194,7 @@ def _export_table(fn_or_module: Any, example_inputs: Any, out_path: Path, *, mod
                   device_key: bool, key_choices: Any, **compile_kwargs: Any) -> dict[str, Any]:
     import torch
 
-    from ..runtime import compiling, installing
+    from ..runtime import compile as compiling, install as installing
 
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     options = {**(compile_kwargs.pop("options", None) or {}), "fx_graph_cache": False}

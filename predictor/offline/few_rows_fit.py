@@ -7,7 +7,7 @@ labelled weight held out.
     gemm-predictor few-rows-fit datasets/nvidia-h100/few_rows.parquet --rows 32
 
 The table keeps, per labelled weight (n, k), cuBLAS's time and the time of a shortlist of block configs
-(``shortlist``) at the row counts the kernel serves (``predictor.runtime.few_rows.ROWS``: 2-16); ``few_rows.choose``
+(``shortlist``) at the row counts the kernel serves (``predictor.runtime.lowerings.few_rows.ROWS``: 2-16); ``few_rows.choose``
 reads it. Held out: each weight's config is chosen from the other weights' labels alone (their own shortlist), and
 timed with that weight's own labels (cuBLAS where the choice is cuBLAS, or where the chosen config was not measured
 there); against cuBLAS (plain) and the best label per row count (the oracle, cuBLAS included).
@@ -27,8 +27,8 @@ from typing import Any
 
 import pandas as pd
 
-from predictor.atomic import check_output_file, claim_output, write_text
-from predictor.runtime.few_rows import ROWS, choose, config_name, geomean, parse_table
+from predictor.artifacts.atomic import check_output_file, claim_output, write_text
+from predictor.runtime.lowerings.few_rows import ROWS, choose, config_name, geomean, parse_table
 
 KIND = "few_rows_labels"
 SHORTLIST = 3  # configs a table keeps (``shortlist``)
@@ -137,12 +137,12 @@ def repeat_report(probs: list[dict[str, Any]], repeat: list[dict[str, Any]]) -> 
 
 
 def write_table(probs: list[dict[str, Any]], path: Path, metadata: dict[str, Any], dataset: str) -> None:
-    payload = {"what": "few-rows kernel block configs per labelled weight (predictor.runtime.few_rows)",
+    payload = {"what": "few-rows kernel block configs per labelled weight (predictor.runtime.lowerings.few_rows)",
                "dataset": dataset, **{k: metadata.get(k) for k in ("gpu", "cc", "torch", "triton")},
                "problems": probs}
     text = json.dumps(payload, separators=(",", ":")) + "\n"
     parse_table(text.encode(), path)  # what the runtime will read, before it replaces anything
-    write_text(path, text)  # a unique staged file beside it, renamed over it (predictor.atomic)
+    write_text(path, text)  # a unique staged file beside it, renamed over it (predictor.artifacts.atomic)
 
 
 def _problems_of(dataset: str, rows: int = ROWS) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -2,7 +2,7 @@
 
     gemm-predictor gemv-fit datasets/nvidia-h100/gemv_blocks.parquet --out models/gemv-blocks/nvidia-h100.json
 
-The table (``predictor.runtime.gemv_blocks``) holds each labelled problem's block-config times; at compile time a
+The table (``predictor.runtime.lowerings.gemv_blocks``) holds each labelled problem's block-config times; at compile time a
 GEMV kernel takes the config that did best on the nearest labelled problems (same number of fused GEMVs, an
 activation ahead or not, nearest number of vector loads -- the work fused ahead --, log2 distance in n and k; one
 problem for a plain single GEMV, three otherwise: ``gemv_blocks.neighbours``). Which
@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from predictor.atomic import check_output_file, claim_output, write_text
+from predictor.artifacts.atomic import check_output_file, claim_output, write_text
 from predictor.offline.gemv_eval import read_labels
-from predictor.runtime.gemv import takes_reduction, takes_reduction_by_table
-from predictor.runtime.gemv_blocks import K_TAIL_EXPONENT, MIN_K, GemvKernel, parse_table, ranked_configs
+from predictor.runtime.lowerings.gemv import takes_reduction, takes_reduction_by_table
+from predictor.runtime.lowerings.gemv_blocks import K_TAIL_EXPONENT, MIN_K, GemvKernel, parse_table, ranked_configs
 
 KIND = "gemv_block_labels"
 ATEN, DEFAULT = "aten/plain", "gemv/reduction"
@@ -42,7 +42,7 @@ def problems(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per problem: its fields, ``aten_us``, ``default_us``, the winning block ``config`` and ``times``
     (candidate -> us). Labels collected before forms were named (no ``form``/``vector_loads``) are the plain GEMV
     (``mm-x1``) and the pair (``mm-x2``), which load the vector alone; labels without ``activation_ahead`` have one
-    ahead exactly in the ``silu_mul`` form (``predictor.runtime.gemv_blocks.count_activations_ahead``)."""
+    ahead exactly in the ``silu_mul`` form (``predictor.runtime.lowerings.gemv_blocks.count_activations_ahead``)."""
     ok = frame[frame["status"] == "ok"]
     rows = []
     for (pid, _), group in ok.groupby(["problem_id", "family_tag"], sort=False):  # one shape may serve two models
@@ -135,12 +135,12 @@ def _markdown(scores: pd.DataFrame) -> str:
 
 
 def write_table(probs: pd.DataFrame, path: Path, metadata: dict[str, Any], dataset: str) -> None:
-    payload = {"what": "GEMV reduction blocks per labelled problem (predictor.runtime.gemv_blocks)",
+    payload = {"what": "GEMV reduction blocks per labelled problem (predictor.runtime.lowerings.gemv_blocks)",
                "dataset": dataset, **{k: metadata.get(k) for k in ("gpu", "cc", "torch", "triton")},
                "problems": table_rows(probs)}
     text = json.dumps(payload, indent=1) + "\n"
     parse_table(text.encode(), path)  # what the runtime will read, before it replaces anything
-    write_text(path, text)  # a unique staged file beside it, renamed over it (predictor.atomic)
+    write_text(path, text)  # a unique staged file beside it, renamed over it (predictor.artifacts.atomic)
 
 
 def run(dataset: str, out: str | None) -> str:

@@ -2,7 +2,7 @@
 
     gemm-predictor gemv-eval datasets/nvidia-h200/gemv.parquet
 
-The rule (``predictor.runtime.gemv.takes_reduction``) takes the reduction form for a one-row GEMM whose weight is
+The rule (``predictor.runtime.lowerings.gemv.takes_reduction``) takes the reduction form for a one-row GEMM whose weight is
 column-major (``F.linear``'s) with at most ``max_n`` outputs. ``max_n`` is fitted here: leave one model group out
 (``family_tag``), fit on the rest (the largest n that minimises the geomean time of the chosen lowering), score the
 held-out group. oracle@1 per problem = best time among the measured lowerings / time of the chosen one, geomean.
@@ -23,7 +23,7 @@ KINDS = ("gemv_labels", "grouped_mm_labels", "gemv_block_labels", "few_rows_labe
 def read_labels(path: str, kind: str = "gemv_labels") -> pd.DataFrame:
     """A GEMV or grouped-GEMM label file, checksums verified; a one-line ``DatasetError`` naming the file when it is
     corrupt or of another kind."""
-    from predictor.schema import DatasetError, read_parquet
+    from predictor.artifacts.schema import DatasetError, read_parquet
 
     table, meta = read_parquet(path, what=kind.replace("_", " "))
     if meta.get("kind") != kind:

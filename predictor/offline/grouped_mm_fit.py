@@ -7,7 +7,7 @@ Per band of routed rows per expert, rounded down (``EDGES``: 0, i.e. fewer route
 Inductor does not offer for a problem (its own pruning by rows per expert) counts at aten's speed there, as the
 runtime then lowers as plain. Evaluated leaving one MoE decoder (``family_tag``) out: the band's config is chosen
 on the other decoders and scored on the held-out one. Printed beside aten alone (plain ``torch.compile``) and the
-runtime's shipped bands (``predictor.runtime.grouped_mm.BANDS``).
+runtime's shipped bands (``predictor.runtime.lowerings.grouped_mm.BANDS``).
 
 The runtime's decode band (below one row per expert) is not this fit's: there the labels time a few experts'
 weights that stay in L2 across Inductor's repeated runs, and in whole decode steps the fitted config lost to the
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from predictor.offline.gemv_eval import read_labels
-from predictor.runtime.grouped_mm import config_for
+from predictor.runtime.lowerings.grouped_mm import config_for
 
 KIND = "grouped_mm_labels"
 EDGES = (0, 16, 160)  # largest routed rows per expert (rounded down) of each band but the last

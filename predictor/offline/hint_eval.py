@@ -1,4 +1,4 @@
-"""How well the hint choice of ``predictor.runtime.hints`` does on measured M-sweeps: offline evaluation.
+"""How well the hint choice of ``predictor.runtime.dynamic.hints`` does on measured M-sweeps: offline evaluation.
 
 The hook never needs this (it predicts hints from the model alone); ``benchmarks/hint_sweep_analysis.py`` and the
 tests judge the choice here against the fixed list, the best single hint and the best set in hindsight.
@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..candidate import parse_key
-from ..device import DeviceInfo
-from ..problem import problem_from_row
-from ..runtime.hints import FIXED_HINTS, HINT_GRID, MAX_HINTS, MIN_GAIN, choose_hints
+from ..core.candidate import parse_key
+from ..core.device import DeviceInfo
+from ..core.problem import problem_from_row
+from ..runtime.dynamic.hints import FIXED_HINTS, HINT_GRID, MAX_HINTS, MIN_GAIN, choose_hints
 
 SWEEP_FAMILY = ["op", "b", "n", "k", "dtype", "out_dtype", "layout_a", "layout_b", "align"]
 

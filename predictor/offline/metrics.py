@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..device import DeviceInfo
+from ..core.device import DeviceInfo
 
 logger = logging.getLogger(__name__)
 
@@ -197,8 +197,8 @@ def pruning_rule_summary(rows: pd.DataFrame, scores: np.ndarray, k: int, margin:
 
     Returns ``summarise`` of the fractions plus ``kept_mean`` (choices Inductor would still compile and
     benchmark) and ``single`` (share of problems left with one choice: no benchmarking at all)."""
-    from ..features import ideal_time_us
-    from ..runtime.policy import aten_alone_if_small, keep_best, with_aten_fallback
+    from ..core.features import ideal_time_us
+    from ..runtime.choices.policy import aten_alone_if_small, keep_best, with_aten_fallback
 
     if aten_alone_below_us is not None and device is None:
         raise ValueError("aten_alone_below_us needs the device (for the GEMM's ideal time)")

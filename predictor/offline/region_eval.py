@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..artifacts import load_model
-from ..device import DeviceInfo
+from ..artifacts.model_folder import load_model
+from ..core.device import DeviceInfo
 from ..rankers import make_ranker
-from ..regions import rows_in_region
-from ..schema import read_dataset
+from ..core.regions import rows_in_region
+from ..artifacts.schema import read_dataset
 from .metrics import decided_fraction, decision_sides
 from .split import groups_of
 from .train import load_training_rows

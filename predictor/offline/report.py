@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..atomic import DOCUMENT_BYTES, REPORT, InputError, check_output_folder, read_json, staged_folder
+from ..artifacts.atomic import DOCUMENT_BYTES, REPORT, InputError, check_output_folder, read_json, staged_folder
 from .metrics import FAILED_FLOOR, HEADLINE, METRIC_COLUMNS, SIZE_BANDS, EvaluationError, EvaluationResult
 from .plots import plot_family_confusion, plot_fraction_vs_size, plot_oracle_curves
 
@@ -96,7 +96,7 @@ def write_report(results: EvaluationResult | pd.DataFrame, out_dir: str | Path, 
     ``context`` describes the run (gpu, torch, triton, dataset, dataset_sha256, command, model, ...);
     missing keys are shown as "n/a". ``context["main"]`` names the ranker the per-problem plots show
     (default: the first ranker). Per-problem plots need an ``EvaluationResult``. The folder is written whole
-    beside ``out_dir`` and swapped in (``predictor.atomic``): an interrupted run never mixes new and old files.
+    beside ``out_dir`` and swapped in (``predictor.artifacts.atomic``): an interrupted run never mixes new and old files.
     """
     final = check_output_folder(out_dir, REPORT)
     with staged_folder(final, REPORT) as out:

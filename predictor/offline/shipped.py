@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..atomic import OutputError
+from ..artifacts.atomic import OutputError
 
 
 def shipped_model(folder: str | Path) -> Path | None:
     """The shipped root holding ``folder`` when it is a shipped model folder there, else None. In a git checkout
     that is a folder whose ``metadata.json`` git tracks (a model a user trained into ``models/`` is theirs); in an
     installed package every model folder (the wheel carries them all)."""
-    from ..artifacts import METADATA_FILE
-    from ..runtime.discovery import shipped_roots
+    from ..artifacts.model_folder import METADATA_FILE
+    from ..runtime.choices.discovery import shipped_roots
 
     folder = Path(folder).expanduser().resolve()
     if not (folder / METADATA_FILE).is_file():

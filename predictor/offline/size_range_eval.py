@@ -11,7 +11,7 @@ reached by:
 - ``per size``: the hook's decision at that very M (a static compile per size: what no one-compile scheme beats);
 - ``ranges <bounds>``: the hook's decision made once per range of M, at the range's representative M (its
   geometric middle), run at every M of the range, and cuBLAS above the last bound
-  (``predictor.runtime.size_ranges``). The candidates judged are those labelled at the sweep's M nearest the
+  (``predictor.runtime.dynamic.size_ranges``). The candidates judged are those labelled at the sweep's M nearest the
   representative (the candidates Inductor offers depend on its size hint, not on the range).
 
 - ``best per range <bounds>``: with hindsight, the one candidate per range (the tail above the last bound included)
@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..problem import problem_from_row
-from ..runtime.policy import DECIDE_MIN_GAP, decide_gap_for, decide_one, trusted_kind
-from ..runtime.size_ranges import BOUNDS, representatives
+from ..core.problem import problem_from_row
+from ..runtime.choices.policy import DECIDE_MIN_GAP, decide_gap_for, decide_one, trusted_kind
+from ..runtime.dynamic.size_ranges import BOUNDS, representatives
 from .hint_eval import SWEEP_FAMILY, geomean_known
 
 BOUND_SETS = (BOUNDS, (8, 32, 128), (32, 128, 512), (16, 128, 1024), (64, 256, 1024))
@@ -157,9 +157,9 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 
 def run(dataset: str | Path, model_folder: str | Path) -> str:
     """The markdown report of ``evaluate`` on a bulk dataset's M-sweeps with the model in ``model_folder``."""
-    from ..artifacts import load_model
-    from ..device import DeviceInfo
-    from ..schema import read_dataset
+    from ..artifacts.model_folder import load_model
+    from ..core.device import DeviceInfo
+    from ..artifacts.schema import read_dataset
     from .split import in_groups, recorded_test_groups
 
     model, metadata = load_model(model_folder)

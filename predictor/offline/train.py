@@ -16,12 +16,12 @@ from typing import Any, Iterable
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..atomic import MODEL, check_output_folder, claim_output
-from ..device import DeviceInfo
+from ..artifacts.atomic import MODEL, check_output_folder, claim_output
+from ..core.device import DeviceInfo
 from .metrics import KS, RANDOM, finite_scores, per_problem_fraction, random_expectation, summarise
-from ..runtime.policy import problem_kind
+from ..runtime.choices.policy import problem_kind
 from ..rankers import BASELINES, RANKERS, make_ranker
-from ..schema import check_dataset_device, check_unique_rows, file_sha256, read_dataset, select_space
+from ..artifacts.schema import check_dataset_device, check_unique_rows, file_sha256, read_dataset, select_space
 from ..spaces import SPACES
 from ..spaces.configs import space_metadata
 from .shipped import check_not_shipped
@@ -86,7 +86,7 @@ def _problem_ranges(rows: pd.DataFrame) -> dict[str, Any]:
     ranges["ops"] = sorted(map(str, ok["op"].unique()))
     ranges["dtypes"] = sorted(map(str, ok["dtype"].unique()))
     # the kinds (op, dtype, layouts) with labels: the hook's "decide" policy takes a Triton pick over cuBLAS
-    # only for these (predictor.runtime.policy)
+    # only for these (predictor.runtime.choices.policy)
     kinds = ok[["op", "dtype", "layout_a", "layout_b"]].drop_duplicates().astype(str)
     ranges["kinds"] = sorted(problem_kind(*row) for row in kinds.itertuples(index=False))
     return ranges
@@ -158,7 +158,7 @@ def train(dataset: str | Path, ranker: str = "lgbm", out: str | Path | None = No
     """Fit ``ranker`` on ``dataset`` and save it to ``out`` (default ``models/<ranker>``); return the metadata.
     A shipped model folder is replaced only with ``force`` (``predictor.offline.shipped``).
 
-    ``region`` (``predictor.regions``): fit on that region's rows alone; the hook then scores only that region's
+    ``region`` (``predictor.core.regions``): fit on that region's rows alone; the hook then scores only that region's
     GEMMs with the model, beside the GPU's main model.
 
     ``holdout_groups`` (e.g. an earlier model's ``split.test_groups``) replaces the seeded fraction split.
@@ -188,7 +188,7 @@ def _fit_and_save(datasets: list[Path], ranker: str, out: Path, seed: int, space
     steps.set_postfix_str("read")
     rows, device, meta = load_training_rows(datasets, space)
     if region is not None:
-        from ..regions import rows_in_region
+        from ..core.regions import rows_in_region
 
         rows = rows[rows_in_region(region, rows)].reset_index(drop=True)
         if rows.empty:
@@ -232,13 +232,13 @@ def _fit_and_save(datasets: list[Path], ranker: str, out: Path, seed: int, space
         steps.update()
 
     steps.set_postfix_str("save")
-    from ..artifacts import save_model
+    from ..artifacts.model_folder import save_model
 
     metadata = {
         "name": out.name,
         "space": space,
         "seed": seed,
-        # the problems the model ranks (predictor.regions); None: every problem, the GPU's main model
+        # the problems the model ranks (predictor.core.regions); None: every problem, the GPU's main model
         "region": region,
         # flat keys predictor.offline.evaluate.run_evaluation reads to rebuild the same split
         "split_seed": seed,
@@ -272,7 +272,7 @@ def _fit_and_save(datasets: list[Path], ranker: str, out: Path, seed: int, space
     save_model(model, out, metadata)
     steps.update()
     steps.close()
-    from ..artifacts import read_metadata
+    from ..artifacts.model_folder import read_metadata
 
     return read_metadata(out)
 

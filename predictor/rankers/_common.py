@@ -36,7 +36,7 @@ class StatelessRanker(RankerBase):
     def __sklearn_is_fitted__(self) -> bool:
         return True
 
-    # the saved form (predictor.artifacts): nothing learned, so an empty object; the parameters live in metadata
+    # the saved form (predictor.artifacts.model_folder): nothing learned, so an empty object; the parameters live in metadata
     def state_json(self) -> dict:
         return {}
 

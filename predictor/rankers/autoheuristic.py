@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..device import DeviceInfo
+from ..core.device import DeviceInfo
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class AutoHeuristicRanker:
         self.fitted_ = True
         return self
 
-    # the saved form (predictor.artifacts): the tree ships with torch, nothing learned is saved
+    # the saved form (predictor.artifacts.model_folder): the tree ships with torch, nothing learned is saved
     def state_json(self) -> dict:
         return {}
 

@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
-from ..device import DeviceInfo
+from ..core.device import DeviceInfo
 
 
 @runtime_checkable

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..device import DeviceInfo
-from ..features import FEATURE_NAMES, feature_matrix
+from ..core.device import DeviceInfo
+from ..core.features import FEATURE_NAMES, feature_matrix
 from ._common import StatelessRanker
 
 _ROOFLINE = FEATURE_NAMES.index("log2_roofline_us")

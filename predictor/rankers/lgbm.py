@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..device import DeviceInfo
-from ..features import FEATURE_NAMES, feature_matrix, model_feature_count
+from ..core.device import DeviceInfo
+from ..core.features import FEATURE_NAMES, feature_matrix, model_feature_count
 from ._common import LEVELS_PER_DOUBLING, RELEVANCE_LEVELS, RankerBase, fraction_gains, relevance, training_rows
 
 if TYPE_CHECKING:  # imported where a booster is fitted: the CLI's other commands run without LightGBM
@@ -90,7 +90,7 @@ class _LGBMBase(RankerBase):
         return self._sign * np.asarray(raw, dtype=np.float64)
 
     def _set_booster(self, booster: lgb.Booster) -> "_LGBMBase":
-        """Restore the fitted state from a saved booster (used by ``predictor.artifacts``)."""
+        """Restore the fitted state from a saved booster (used by ``predictor.artifacts.model_folder``)."""
         count = model_feature_count(booster.feature_name())  # a prefix of FEATURE_NAMES (older models)
         self.booster_ = booster
         self.feature_names_in_ = list(FEATURE_NAMES[:count])

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..device import DeviceInfo
-from ..features import FEATURE_NAMES, feature_matrix
+from ..core.device import DeviceInfo
+from ..core.features import FEATURE_NAMES, feature_matrix
 from ._common import RankerBase, training_rows
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ class TreeRanker(RankerBase):
         self._check_fitted()
         return self.tree_.export_text(list(self.feature_names_in_), decimals=decimals)
 
-    # the saved form (predictor.artifacts): plain JSON data
+    # the saved form (predictor.artifacts.model_folder): plain JSON data
     def state_json(self) -> dict[str, Any]:
         self._check_fitted()
         return {"tree": self.tree_.to_json()}

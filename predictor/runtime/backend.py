@@ -32,7 +32,7 @@ WHERE = f"torch.compile(backend={NAME!r}, options=...)"
 def gemm_predictor(gm: Any, example_inputs: Any, mode: str | None = None,
                    options: dict[str, Any] | None = None) -> Any:
     """A Dynamo backend: compile ``gm`` as ``predictor.compile`` would."""
-    from .compiling import _inductor_backend, prepare
+    from .compile import _inductor_backend, prepare
 
     if mode not in MODES:
         raise ValueError(f"backend {NAME!r}: unknown mode {mode!r}; expected one of "

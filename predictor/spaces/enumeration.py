@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from ..candidate import CANDIDATE_FIELDS, Candidate
-from ..device import DeviceInfo
-from ..problem import FP8_DTYPES, PROBLEM_FIELDS, SCALED_OPS, Problem
+from ..core.candidate import CANDIDATE_FIELDS, Candidate
+from ..core.device import DeviceInfo
+from ..core.problem import FP8_DTYPES, PROBLEM_FIELDS, SCALED_OPS, Problem
 from .configs import Config, configs_for
 
 if TYPE_CHECKING:  # space_frame imports it: the hook's settings read SPACES and must not pay for pandas

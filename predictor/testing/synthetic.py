@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from predictor.candidate import Candidate
-from predictor.problem import Problem
-from predictor.schema import SCHEMA_VERSION
+from predictor.core.candidate import Candidate
+from predictor.core.problem import Problem
+from predictor.artifacts.schema import SCHEMA_VERSION
 
 DEVICE = {"gpu": "Synthetic GPU", "cc": "9.0", "sm_count": 132, "smem_per_block": 232448, "l2_bytes": 62914560,
           "mem_bandwidth_gbs": 4000.0, "peak_tflops": {"float16": 600.0, "bfloat16": 600.0, "float32": 50.0, "int8": 1000.0}}

@@ -1,0 +1,1 @@
+"""The rewrites of what Inductor sees: one module per lowering, each listed once in ``registry``."""
