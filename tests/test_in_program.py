@@ -19,6 +19,7 @@ from predictor.testing.synthetic import METADATA
 
 from collectors.in_program import agreement as agreement_module
 from collectors.in_program import collect as in_program
+from collectors.in_program import decisions
 from predictor.device import DeviceInfo
 from predictor.runtime.compiling import recommended_settings
 from predictor.runtime.hook import GemmPruner
@@ -76,7 +77,7 @@ def pruner(aten_score):
 
 def test_the_observer_records_each_decision_and_its_runner_up(caplog):
     choices = mm_choices()
-    log_ = in_program.AlternativeLog(FakeKeyer())
+    log_ = decisions.AlternativeLog(FakeKeyer())
     p = pruner(aten_score=0.5)  # Triton favourite 3.0 leads cuBLAS by 2.5 >= the gap: the hook takes it
     p.decision_observer = log_
     assert p.filter(choices, inputs(512, 768, 3072), "mm") == [choices[-1]]
@@ -116,16 +117,16 @@ def _rows():
 
 def test_selection_flip_and_plan():
     rows = _rows()
-    assert in_program.select(rows, 8) == [2, 0, 3] and in_program.select(rows, 2) == [2, 0]
+    assert decisions.select(rows, 8) == [2, 0, 3] and decisions.select(rows, 2) == [2, 0]
     table = {"k1": [{"template_id": "triton::mm", "BLOCK_M": 128}], "k3": [{"template_id": "aten::mm"}],
              "other": [{"template_id": "aten::mm"}]}
-    flipped = in_program.flipped_table(table, rows[2])
+    flipped = decisions.flipped_table(table, rows[2])
     assert flipped == {**table, "k3": [{"template_id": "triton::mm", "BLOCK_M": 64}]}
     assert table["k3"] == [{"template_id": "aten::mm"}]  # untouched
     flipped["k3"][0]["BLOCK_M"] = 1
     assert rows[2]["alternative"]["BLOCK_M"] == 64
     with pytest.raises(ValueError, match="not in the table"):
-        in_program.flipped_table(table, rows[3])
+        decisions.flipped_table(table, rows[3])
     assert in_program.plan(None, 8, 3) == ["record"]
     assert in_program.plan({"rows": rows}, 2, 2) == ["base:0", "base:1", "flip:2", "flip:0"]
 
