@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from collectors.in_program.table_choices import table_choices_class
+
 MODELS = ("mlp", "decode")
 REPO = Path(__file__).resolve().parents[1]  # the phases run as ``python -m benchmarks.export_check`` from here
 PHASES = ("hook", "table", "plain")
@@ -166,42 +168,6 @@ def phase_hook(name: str, out: Path, predictor_model: str | None) -> dict[str, A
             "table_keys": doc["gemms"]["keys"], "by_template": doc["gemms"]["by_template"],
             "predictor_model": doc["predictor_model"], "predictor_disabled": doc["predictor_disabled"],
             "hook_stats": {k: stats[k] for k in ("gemms_seen", "kept_total", "considered_total", "fallbacks")}}
-
-
-_TABLE_CHOICES: list[type] = []
-
-
-def table_choices_class() -> type:
-    """docs/DEPLOY.md's ``TableChoices`` (torch's ``LookupTableChoices`` with a ``uuid()``), counting lookups.
-
-    Built once, as a module attribute: torch 2.11 pickles the class into the FX graph cache key, which a class local
-    to a function would not survive (the cache would be bypassed)."""
-    if not _TABLE_CHOICES:
-        from torch._inductor.lookup_table import LookupTableChoices
-
-        class TableChoices(LookupTableChoices):
-            counts: dict[str, Any] = {"hits": 0, "misses": 0, "missed": []}
-
-            def uuid(self) -> str:  # torch 2.13's FX graph cache key asks the choices handler for one
-                return "lookup-table"
-
-            # counting only (production needs neither): a hit builds the table's choices, a miss that leaves any
-            # choice (Inductor also asks for template lists that come out empty) falls back to stock max-autotune
-            def _create_lookup_choices(self, *args, **kwargs):
-                TableChoices.counts["hits"] += 1
-                return super()._create_lookup_choices(*args, **kwargs)
-
-            def _fallback(self, template_choices, kernel_inputs, templates, op_name, kwarg_overrides=None):
-                out = super()._fallback(template_choices, kernel_inputs, templates, op_name, kwarg_overrides)
-                if out:
-                    TableChoices.counts["misses"] += 1
-                    TableChoices.counts["missed"].append(f"{op_name}: {[t.uid for t in templates]}")
-                return out
-
-        TableChoices.__qualname__ = "TableChoices"
-        globals()["TableChoices"] = TableChoices
-        _TABLE_CHOICES.append(TableChoices)
-    return _TABLE_CHOICES[0]
 
 
 def phase_table(name: str, out: Path) -> dict[str, Any]:

@@ -23,7 +23,7 @@ machine, both shipped default models (h100- and h200-default-lgbm-all), 50 repea
 
 "before": the numpy walk of the 250 trees (~0.35 ms for 30 rows, ~15 ms for 2400; LightGBM's C++ ~0.40 and
 ~17-19 ms), measured with ``GEMM_PREDICTOR_TREE_WALK=numpy`` at the same commit. "now": the compiled walker
-(``predictor/tree_walk.c``, ``predictor.artifacts.compiled_walk``: ~0.06 ms and ~1.3 ms), built once per machine with the
+(``predictor/artifacts/tree_walk.c``, ``predictor.artifacts.compiled_walk``: ~0.06 ms and ~1.3 ms), built once per machine with the
 system C compiler (~0.45 s in a background thread at the first GEMM, numpy scoring meanwhile; cached on disk) and
 loaded with ctypes; without a working compiler the hook runs at the "before" figures. This script waits for the
 build before timing. What is left of a first sight is mostly outside the model: features (~0.18 ms for 30 rows,

@@ -33,13 +33,13 @@ from predictor.offline.calibration import PLAN_FILE, Ledger, calibration_dir
 from predictor.offline.split import problem_group, recorded_test_groups
 from predictor.core.problem import problem_from_row
 
-from .bulk import compile_key
+from .bulk_compile import compile_key
 from .selection import load_problems
 from .store import finished_problem_ids
 
 log = logging.getLogger(__name__)
 
-COMPILE_S = 1.5  # CPU seconds per Triton binary (collectors.bulk.order_by_shared_binaries)
+COMPILE_S = 1.5  # CPU seconds per Triton binary (collectors.bulk_compile.order_by_shared_binaries)
 MEASURE_S = 0.3  # GPU seconds to check and time one problem's default space
 FACETS = ("kind", "dtype", "op", "layout")
 PLAN_COLUMNS = ("position", "problem_id", "reason", "stratum", "uncertainty", "margin", "disagreement",

@@ -6,8 +6,8 @@ hash and every dataset labelled from it stay valid.
 MLP-Mixer, ResMLP and gMLP mix tokens with a linear layer over the token axis: the rows of that GEMM are
 batch x channels (thousands to a hundred thousand), and its N or K is the token count (49, 196, ...), whose
 fp16 rows are not 16-byte aligned. corpus_v1 holds almost no GEMM with that many rows and so short an unaligned
-side, and there cuBLAS's 2-byte-aligned kernels lose to Triton's templates by up to 1.7x (docs/FINDINGS.md,
-finding 73: mixer-b16's 24576 x 196 x 384). The GEMMs are laid out as ``F.linear`` runs them (forward B
+side, and there cuBLAS's 2-byte-aligned kernels lose to Triton's templates by up to 1.7x
+(mixer-b16's 24576 x 196 x 384). The GEMMs are laid out as ``F.linear`` runs them (forward B
 column-major, both backward GEMMs at the training batches): ``collectors.corpus.build_token_corpus`` runs these
 families through ``model_rows``.
 

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 KIND = "grouped_mm_labels"  # the file metadata's "kind"
 # MoE decoders as transformers builds them: (experts, top-k, gate-up (n, k), down (n, k)). Qwen3-MoE (128 experts,
-# top-8, 768 wide) is left out on purpose: the zoo's held-out MoE model (benchmarks/zoo/configs.py).
+# top-8, 768 wide) is left out on purpose: the zoo's held-out MoE model (collectors/programs/configs.py).
 ROUTED = {"mixtral": (8, 2, (28672, 4096), (4096, 14336)),
           "qwen1.5-moe": (60, 4, (2816, 2048), (2048, 1408)),
           "olmoe": (64, 8, (2048, 2048), (2048, 1024)),

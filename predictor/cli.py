@@ -108,7 +108,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     from .core.regions import REGIONS
 
     p.add_argument("--region", choices=REGIONS, default=None,
-                   help="fit on one region's problems alone (predictor/regions.py); the hook scores that region's "
+                   help="fit on one region's problems alone (predictor/core/regions.py); the hook scores that region's "
                         "GEMMs with it beside the GPU's main model")
 
     def run(args: argparse.Namespace) -> int:
@@ -210,7 +210,7 @@ def _add_region_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--main", required=True, type=model_folder, help="the GPU's main model folder, e.g. models/h100-default-lgbm-all")
     p.add_argument("--dataset", required=True, nargs="+",
                    help="labels of that GPU: the main model's corpus first, then the region's own labels")
-    p.add_argument("--region", choices=REGIONS, default=SHORT_UNALIGNED, help="which region (predictor/regions.py)")
+    p.add_argument("--region", choices=REGIONS, default=SHORT_UNALIGNED, help="which region (predictor/core/regions.py)")
 
     def run(args: argparse.Namespace) -> int:
         from .offline.region_eval import evaluate, markdown

@@ -1,13 +1,10 @@
 """The end-to-end benchmark's bookkeeping (modes, ratios, tables) on recorded numbers, without a GPU."""
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import compile_bench  # noqa: E402
+from benchmarks import compile_bench
 
 
 def test_modes():
@@ -57,9 +54,7 @@ def test_summary_ratios_and_outputs(tmp_path):
 def test_gemms_come_from_the_groups_the_model_held_out(tmp_path):
     """Not from a fresh split of the dataset: once the dataset grows, that would pick other (trained-on) groups."""
     import json
-    import sys
 
-    sys.path.insert(0, str(Path(__file__).parent))
     from predictor.testing.synthetic import METADATA, synthetic_dataset
 
     from predictor.offline.split import groups_of

@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from collectors.bulk import _int_class, compile_key
+from collectors.bulk_compile import _int_class, compile_key
 from collectors.runners import contiguity_hints, make_operands
 from predictor.core.candidate import Candidate
 from predictor.core.problem import Problem
@@ -48,7 +48,7 @@ def test_background_compiler_wait_counts_failures_and_shows_progress(capsys):
     (several GPUs compile everything before timing, which takes minutes on a new GPU)."""
     from concurrent.futures import Future
 
-    from collectors.bulk import BackgroundCompiler
+    from collectors.bulk_compile import BackgroundCompiler
 
     def done(result):
         f = Future()

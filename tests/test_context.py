@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-from benchmarks.zoo import models
+from collectors.programs import models
 from collectors.in_program import collect as in_program
 from collectors.in_program import context_blocks as cb
 from collectors.in_program import context_dataset as cd

@@ -33,27 +33,3 @@ def test_prune_keeps_whole_kernels_and_everything_else():
     symbolic = [SimpleNamespace(name=c.name, description=c.description, layout=SimpleNamespace(size=["s0", 4096]))
                 for c in choices]
     assert prune_cutlass(symbolic, 1, 132) == symbolic  # unknown output size: nothing dropped
-
-
-def test_ranking_eval_pools_runs_and_scores_each_order():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import cutlass_ranking_eval as ev
-
-    desc = "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_{}_1x1x1_0_tnn_align8_warpspecialized_epi_nosmem swizzle={}"
-    label = lambda name, tile, sw: f"{name} {desc.format(tile, sw)}"
-    gemm = {"problem_id": "g", "m": 8192, "n": 8192, "k": 2048, "dtype": "float16"}
-    results = {  # Inductor's first kernel is the small tile (slow here); the hook kept the big one
-        "g|full+cutlass1": {"timed_us": {"mm": 100.0, label("cutlass_s", "64x64x64", 1): 300.0,
-                                         label("cutlass_s", "64x64x64", 2): 280.0}},
-        "g|hook-k5+cutlass1": {"timed_us": {"mm": 100.0, label("cutlass_b", "256x128x64", 1): 140.0,
-                                            label("cutlass_b", "256x128x64", 2): float("inf")}},
-        "g|plain": {"timed_us": {}},
-    }
-    kernels, aten = ev.timed_kernels(results, gemm)
-    assert aten == 100.0 and sorted(kernels.time_us) == [140.0, 280.0]  # best finite swizzle per kernel
-    row = ev.evaluate(results, [gemm], 132, (1, 2)).iloc[0]
-    assert row["analytic@1"] == 1.0 and row["inductor@1"] == 140.0 / 280.0 and row["inductor@2"] == 1.0
-    assert row["best_cutlass_over_cublas"] == 1.4

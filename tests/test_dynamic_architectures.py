@@ -15,7 +15,7 @@ from predictor.runtime import install as installing
 
 pytest.importorskip("transformers")
 
-from benchmarks.zoo import builders, configs  # noqa: E402 -- needs transformers
+from collectors.programs import builders, configs  # noqa: E402 -- needs transformers
 
 SMALL = dict(hidden_size=64, num_attention_heads=4, vocab_size=1000)
 CONFIGS = {

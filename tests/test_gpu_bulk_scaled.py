@@ -96,7 +96,7 @@ def test_triton_scaled_kernels_agree_with_aten_scaled_mm(collected):
 def test_precompile_builds_the_scaled_binaries_without_error(collected):
     """The background compiler's warm-up (compile_key -> _warm_one) must describe the launched kernels: a mismatch
     would not fail the collection, only compile every binary twice, so check it here."""
-    from collectors.bulk import _warm_one, compile_key
+    from collectors.bulk_compile import _warm_one, compile_key
 
     df, problems = collected
     warmed = 0

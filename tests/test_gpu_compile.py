@@ -123,7 +123,7 @@ def test_inference_runs_under_cuda_graph_trees_and_inside_a_callers_capture(feed
         compiled = predictor.compile(mlp)
         for _ in range(3):
             out = compiled(x).clone()
-        from benchmarks.zoo.modes import cudagraph_trees_used
+        from collectors.programs.step import cudagraph_trees_used
         assert cudagraph_trees_used(torch.cuda.current_device())
         torch.testing.assert_close(out, reference, rtol=5e-2, atol=5e-2)
         static_x = x.clone()

@@ -19,9 +19,10 @@ from predictor.testing.synthetic import METADATA
 
 from collectors.in_program import agreement as agreement_module
 from collectors.in_program import collect as in_program
+from collectors.in_program import decisions
 from predictor.core.device import DeviceInfo
 from predictor.runtime.compile import recommended_settings
-from predictor.runtime.choices.pruner import GemmPruner
+from predictor.runtime.hook import GemmPruner
 from predictor.runtime.choices.policy import decide_one, runner_up
 from predictor.testing import fakes
 
@@ -76,7 +77,7 @@ def pruner(aten_score):
 
 def test_the_observer_records_each_decision_and_its_runner_up(caplog):
     choices = mm_choices()
-    log_ = in_program.AlternativeLog(FakeKeyer())
+    log_ = decisions.AlternativeLog(FakeKeyer())
     p = pruner(aten_score=0.5)  # Triton favourite 3.0 leads cuBLAS by 2.5 >= the gap: the hook takes it
     p.decision_observer = log_
     assert p.filter(choices, inputs(512, 768, 3072), "mm") == [choices[-1]]
@@ -100,7 +101,7 @@ def test_the_observer_records_each_decision_and_its_runner_up(caplog):
         raise RuntimeError("boom")
 
     p.decision_observer = broken
-    with caplog.at_level(logging.WARNING, logger="predictor.runtime.choices.pruner"):
+    with caplog.at_level(logging.WARNING, logger="predictor.runtime.hook"):
         assert p.filter(choices, inputs(64, 768, 3072), "mm") == [choices[0]]  # the decision stands
         assert p.filter(choices, inputs(32, 768, 3072), "mm") == [choices[0]]
     assert [m for m in caplog.messages if "boom" in m] == [
@@ -116,16 +117,16 @@ def _rows():
 
 def test_selection_flip_and_plan():
     rows = _rows()
-    assert in_program.select(rows, 8) == [2, 0, 3] and in_program.select(rows, 2) == [2, 0]
+    assert decisions.select(rows, 8) == [2, 0, 3] and decisions.select(rows, 2) == [2, 0]
     table = {"k1": [{"template_id": "triton::mm", "BLOCK_M": 128}], "k3": [{"template_id": "aten::mm"}],
              "other": [{"template_id": "aten::mm"}]}
-    flipped = in_program.flipped_table(table, rows[2])
+    flipped = decisions.flipped_table(table, rows[2])
     assert flipped == {**table, "k3": [{"template_id": "triton::mm", "BLOCK_M": 64}]}
     assert table["k3"] == [{"template_id": "aten::mm"}]  # untouched
     flipped["k3"][0]["BLOCK_M"] = 1
     assert rows[2]["alternative"]["BLOCK_M"] == 64
     with pytest.raises(ValueError, match="not in the table"):
-        in_program.flipped_table(table, rows[3])
+        decisions.flipped_table(table, rows[3])
     assert in_program.plan(None, 8, 3) == ["record"]
     assert in_program.plan({"rows": rows}, 2, 2) == ["base:0", "base:1", "flip:2", "flip:0"]
 
@@ -183,7 +184,7 @@ def _lock_is_free(lock_path) -> bool:
 def test_timing_lock_is_exclusive_across_open_files(tmp_path, monkeypatch):
     import fcntl
 
-    from benchmarks.zoo.worker import GPU_LOCK_ENV, timing_lock
+    from collectors.programs.harness import GPU_LOCK_ENV, timing_lock
 
     lock_path = tmp_path / "gpu.lock"
     monkeypatch.setenv(GPU_LOCK_ENV, str(lock_path))
@@ -202,7 +203,8 @@ def test_inductor_benchmarks_take_turns_with_other_lanes_timings(tmp_path, monke
     meanwhile), a timing that benchmarks inside it locks once, and the benchmarker is restored on exit."""
     from torch._inductor.runtime.benchmarking import benchmarker
 
-    from benchmarks.zoo.worker import GPU_LOCK_ENV, benchmarks_take_turns, timing_lock
+    from benchmarks.zoo.worker import benchmarks_take_turns
+    from collectors.programs.harness import GPU_LOCK_ENV, timing_lock
 
     lock_path = tmp_path / "gpu.lock"
     monkeypatch.setenv(GPU_LOCK_ENV, str(lock_path))
@@ -257,7 +259,7 @@ def test_batched_step_time_is_the_mean_of_back_to_back_calls():
 
     import torch
 
-    from benchmarks.zoo.worker import batched_step_ms
+    from collectors.programs.step import batched_step_ms
 
     calls = []
     ms = batched_step_ms(lambda: (calls.append(1), time.sleep(0.002)), 5, torch.device("cpu"))
@@ -272,10 +274,11 @@ def test_a_runs_model_build_and_eager_reference_take_turns_with_other_lanes(tmp_
 
     import torch
 
-    from benchmarks.zoo import models, modes, worker
+    from benchmarks.zoo import modes, worker
+    from collectors.programs import harness, models, step
 
     lock_path = tmp_path / "gpu.lock"
-    monkeypatch.setenv(worker.GPU_LOCK_ENV, str(lock_path))
+    monkeypatch.setenv(harness.GPU_LOCK_ENV, str(lock_path))
     seen = {}
 
     def other_lane_can_time() -> bool:
@@ -293,7 +296,7 @@ def test_a_runs_model_build_and_eager_reference_take_turns_with_other_lanes(tmp_
 
     monkeypatch.setattr(modes.Mode, "compile", compile_)
     record = dict.fromkeys(worker.RECORD_KEYS)
-    worker.measure(record, dataclasses.replace(tiny, build=build), modes.parse_mode("plain"), 3, torch.device("cpu"))
+    step.measure(record, dataclasses.replace(tiny, build=build), modes.parse_mode("plain"), 3, torch.device("cpu"))
     assert seen == {"build": False, "compile": True}
     assert record["step_ms"] > 0 and record["correct"] is True
 
@@ -305,21 +308,21 @@ def test_the_time_a_run_waits_for_the_lock_is_counted(tmp_path, monkeypatch):
     import threading
     import time
 
-    from benchmarks.zoo import worker
+    from collectors.programs import harness
 
     lock_path = tmp_path / "gpu.lock"
-    monkeypatch.setenv(worker.GPU_LOCK_ENV, str(lock_path))
-    monkeypatch.setitem(worker._HELD, "waited", 0.0)
-    monkeypatch.setenv(worker.WAITED_FILE_ENV, str(tmp_path / "waited_s"))  # what the runner reads
-    with worker.timing_lock():
+    monkeypatch.setenv(harness.GPU_LOCK_ENV, str(lock_path))
+    monkeypatch.setitem(harness._HELD, "waited", 0.0)
+    monkeypatch.setenv(harness.WAITED_FILE_ENV, str(tmp_path / "waited_s"))  # what the runner reads
+    with harness.timing_lock():
         pass
-    assert worker._HELD["waited"] < 0.1
+    assert harness._HELD["waited"] < 0.1
     other = open(lock_path, "a")
     fcntl.flock(other, fcntl.LOCK_EX)  # another lane is timing
     threading.Timer(0.3, lambda: (fcntl.flock(other, fcntl.LOCK_UN), other.close())).start()
     t0 = time.perf_counter()
-    with worker.timing_lock():
+    with harness.timing_lock():
         pass
-    assert 0.25 <= worker._HELD["waited"] <= time.perf_counter() - t0 + 0.01
-    assert abs(worker.waited_seconds(tmp_path / "waited_s") - worker._HELD["waited"]) < 0.01
-    assert worker.waited_seconds(tmp_path / "missing") == 0.0
+    assert 0.25 <= harness._HELD["waited"] <= time.perf_counter() - t0 + 0.01
+    assert abs(harness.waited_seconds(tmp_path / "waited_s") - harness._HELD["waited"]) < 0.01
+    assert harness.waited_seconds(tmp_path / "missing") == 0.0

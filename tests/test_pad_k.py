@@ -1,6 +1,6 @@
 """Short unaligned reductions padded to a multiple of 8 (``runtime.pad_k``), on the CPU: which GEMMs the rule takes,
-that the padded product is the product, and ``predictor.compile``'s ``pad_k`` switch. (On a GPU:
-benchmarks/pad_k_bench.py and the zoo.)"""
+that the padded product is the product, and ``predictor.compile``'s ``pad_k`` switch. (On a GPU: the
+zoo, ``python -m benchmarks.zoo.run``.)"""
 
 from __future__ import annotations
 

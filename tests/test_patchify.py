@@ -1,5 +1,5 @@
 """Patch-embedding convolutions as the GEMM they are (``runtime.patchify``) and the table helper that installs the
-decomposition (``table_patch.added_entries``), on the CPU. (On a GPU: benchmarks/patchify_bench.py.)"""
+decomposition (``table_patch.added_entries``), on the CPU. (On a GPU: the zoo, ``python -m benchmarks.zoo.run``.)"""
 
 from __future__ import annotations
 

@@ -138,14 +138,27 @@ def test_no_import_circles():
         assert printed <= CIRCLES_PENDING, printed
 
 
-def test_predictor_never_imports_collectors():
-    for path in sorted((REPO / "predictor").rglob("*.py")):
-        text = path.read_text()
-        for node in ast.walk(ast.parse(text)):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
-            assert not any(n == "collectors" or n.startswith("collectors.") for n in names), path
-        assert not re.search(r"""import_module\(\s*["']collectors""", text), path
+def _imported_names(path: Path) -> list[str]:
+    """Absolute module names ``path`` imports, at module level or inside functions (relative imports stay inside
+    their own package), and those it names to ``importlib.import_module``."""
+    text = path.read_text()
+    names = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.append(node.module or "")
+    return names + re.findall(r"""import_module\(\s*["']([\w.]+)""", text)
+
+
+@pytest.mark.parametrize("package, forbidden", [("predictor", "collectors"), ("collectors", "benchmarks")])
+def test_lower_rooms_never_import_higher_ones(package, forbidden):
+    """The runtime ships without GPU collection code, and collection code without the benchmarks."""
+    files = sorted((REPO / package).rglob("*.py"))
+    assert files
+    for path in files:
+        bad = [n for n in _imported_names(path) if n == forbidden or n.startswith(forbidden + ".")]
+        assert not bad, f"{path.relative_to(REPO)} imports {bad}"
 
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")

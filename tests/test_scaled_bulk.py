@@ -12,7 +12,7 @@ pytest.importorskip("triton")
 
 from collectors import kernels  # noqa: E402 -- after the importorskip
 from collectors import runners as R  # noqa: E402
-from collectors.bulk import compile_key  # noqa: E402
+from collectors.bulk_compile import compile_key  # noqa: E402
 from collectors.selection import refuse_unsupported  # noqa: E402
 from predictor.core.candidate import Candidate  # noqa: E402
 from predictor.core.problem import Problem  # noqa: E402

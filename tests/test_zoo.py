@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.zoo import builders, configs, gaps, models, modes, report, run, timing_checks, worker
+from benchmarks.zoo import gaps, modes, processes, report, run, timing_checks
+from collectors.programs import builders, census, configs, models, step
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,13 +63,13 @@ def test_kernel_census():
                ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, cutlass::half_t>>", 20.0),
                ("sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc", 20.0),
                ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 10.0)]
-    c = report.census(kernels)
+    c = census.census(kernels)
     g = c["groups"]
     assert (g["vendor_gemm"]["count"], g["triton_template"]["count"], g["triton"]["count"]) == (2, 1, 2)
     assert g["other"]["count"] == 2 and math.isclose(g["vendor_gemm"]["share"], 0.4)
     assert c["kernels"] == 7 and c["top"][0][0].startswith("nvjet")
     assert "gemm 2 (40%)" in report.census_cell(c)
-    twice = report.census([("triton_poi_fused_add_0", 2.0), ("nvjet_a", 3.0), ("triton_poi_fused_add_0", 2.5)])
+    twice = census.census([("triton_poi_fused_add_0", 2.0), ("nvjet_a", 3.0), ("triton_poi_fused_add_0", 2.5)])
     assert twice["by_name"] == [["triton_poi_fused_add_0", 2, 4.5], ["nvjet_a", 1, 3.0]]
 
 
@@ -95,7 +96,7 @@ def test_census_names_the_blocks_each_loaded_triton_kernel_ran_with(monkeypatch)
     module.triton_poi_fused_add_1 = kernel(({"XBLOCK": 1024}, 4), ({"XBLOCK": 256}, 2))  # not yet autotuned
     module.other = kernel(({"XBLOCK": 1}, 1))  # not a Triton kernel's name
     monkeypatch.setattr(PyCodeCache, "modules", [module])
-    assert worker.triton_kernel_configs() == {"triton_red_fused_mm_0": "XBLOCK=8 R0_BLOCK=256 warps=4 stages=1"}
+    assert census.triton_kernel_configs() == {"triton_red_fused_mm_0": "XBLOCK=8 R0_BLOCK=256 warps=4 stages=1"}
 
 
 def test_worker_end_to_end(tmp_path, fast_compile):
@@ -129,9 +130,9 @@ def test_warm_up_steps_take_turns_with_other_lanes(monkeypatch):
                 return module(*args)
             return call
 
-    monkeypatch.setattr(worker, "timing_lock", counting_lock)
+    monkeypatch.setattr(step, "timing_lock", counting_lock)
     record: dict = {}
-    worker.measure(record, models.get("tiny-mlp"), Recorded("plain", "plain", False), 3, torch.device("cpu"))
+    step.measure(record, models.get("tiny-mlp"), Recorded("plain", "plain", False), 3, torch.device("cpu"))
     assert record["step_ms"] > 0 and len(seen) > 3
     assert seen[:3] == [False, True, True] and all(seen[1:])
 
@@ -342,7 +343,7 @@ def test_repeated_runs_count_by_their_medians(tmp_path):
 
 def test_tolerances_cover_dtypes():
     for name in models.names(tests=True):
-        assert models.get(name).compute_dtype in worker.TOLERANCE
+        assert models.get(name).compute_dtype in step.TOLERANCE
 
 
 def test_transformers_builds():
@@ -577,12 +578,12 @@ def test_a_killed_worker_that_does_not_exit_is_left_behind_not_waited_for():
 
     stuck = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])  # stands for a kill not yet done
     t0 = time.monotonic()
-    assert run.reap(stuck, killed=True, wait_s=0.3) is None
+    assert processes.reap(stuck, killed=True, wait_s=0.3) is None
     assert time.monotonic() - t0 < 5
     stuck.kill()
-    assert run.reap(stuck, killed=True, wait_s=5) == -9
+    assert processes.reap(stuck, killed=True, wait_s=5) == -9
     quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
-    assert run.reap(quick, killed=False) == 0
+    assert processes.reap(quick, killed=False) == 0
 
 
 def test_a_run_times_out_on_its_own_time_not_on_its_waits_for_other_lanes(tmp_path):
@@ -596,15 +597,15 @@ def test_a_run_times_out_on_its_own_time_not_on_its_waits_for_other_lanes(tmp_pa
         return subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
 
     slow = sleeper(30)
-    assert run.wait_own_time(slow, 0.3, None, waited, poll_s=0.05) == "timeout"  # no waits: its own 0.3 s ran out
+    assert processes.wait_own_time(slow, 0.3, None, waited, poll_s=0.05) == "timeout"  # no waits: its own 0.3 s ran out
     slow.kill()
     slow.wait()
     waited.write_text("10.0")  # it waited 10 s for other lanes: 1 s of wall time is not its own yet
     quick = sleeper(1.0)
-    assert run.wait_own_time(quick, 0.5, None, waited, poll_s=0.05) is None
+    assert processes.wait_own_time(quick, 0.5, None, waited, poll_s=0.05) is None
     slow = sleeper(30)
     t0 = time.monotonic()
-    assert run.wait_own_time(slow, 60.0, time.monotonic() + 0.3, waited, poll_s=0.05) == "deadline"
+    assert processes.wait_own_time(slow, 60.0, time.monotonic() + 0.3, waited, poll_s=0.05) == "deadline"
     assert time.monotonic() - t0 < 5
     slow.kill()
     slow.wait()
@@ -612,7 +613,7 @@ def test_a_run_times_out_on_its_own_time_not_on_its_waits_for_other_lanes(tmp_pa
 
 def test_train_host_profile_counts_python_calls_per_step():
     """--profile: cProfile's count of Python calls per step and the functions with the most own time."""
-    from benchmarks import train_host
+    from benchmarks.zoo import host as train_host
 
     def inner() -> int:
         return sum(range(1000))
@@ -630,7 +631,7 @@ def test_train_host_profile_counts_python_calls_per_step():
 
 def test_train_host_refuses_an_unknown_mode_naming_it(capsys):
     """The quiet-host training benchmark checks its modes before starting any GPU process."""
-    from benchmarks import train_host
+    from benchmarks.zoo import host as train_host
 
     with pytest.raises(SystemExit) as exc:
         train_host.main(["--modes", "reduce-overhead,max-autotun"])

@@ -1,4 +1,4 @@
-"""The zoo's quantized LLMs (benchmarks/zoo/quant.py) on CPU: each quantized linear against a dequantized fp32
+"""The zoo's quantized LLMs (collectors/programs/quant.py) on CPU: each quantized linear against a dequantized fp32
 reference, the GEMM calls' layouts (int8 ``_int_mm`` and fp8 ``_scaled_mm`` with B column-major, as torchao runs
 them), the fp8 training backward, and every registry entry built at tiny widths. The GPU test at the end checks the
 layouts give the same numbers on CUDA (cuBLAS), where torchao's eager path copies B to row-major first."""
@@ -10,7 +10,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from benchmarks.zoo import models, quant, worker
+from collectors.programs import models, quant, step
+from collectors.programs.harness import one_line
 
 QUANT_MODELS = {"llama-w8a8-prefill": "w8a8", "llama-w8a8-decode": "w8a8", "qwen2-w8a8-decode": "w8a8",
                 "llama-fp8-prefill": "fp8-rowwise", "qwen2-fp8-prefill": "fp8-rowwise", "llama-fp8-train": "fp8-train"}
@@ -22,7 +23,7 @@ REL_TOL = 1e-2
 
 
 def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return worker.errors(out, ref)[1]
+    return step.errors(out, ref)[1]
 
 
 def _scaled_mm_on_cpu() -> str | None:
@@ -31,7 +32,7 @@ def _scaled_mm_on_cpu() -> str | None:
         a = torch.ones(16, 16).to(quant.E4M3)
         torch._scaled_mm(a, a.t(), scale_a=torch.ones(16, 1), scale_b=torch.ones(1, 16), out_dtype=torch.bfloat16)
     except (RuntimeError, NotImplementedError) as exc:
-        return f"torch._scaled_mm does not run on CPU in torch {torch.__version__}: {worker.one_line(exc)}"
+        return f"torch._scaled_mm does not run on CPU in torch {torch.__version__}: {one_line(exc)}"
     return None
 
 
@@ -167,7 +168,7 @@ def test_quantize_linears_and_refusals():
 def test_registry_entries():
     for name, scheme in QUANT_MODELS.items():
         zm = models.get(name)
-        assert zm.dtype == "bfloat16" and zm.compute_dtype in worker.TOLERANCE and name in models.names()
+        assert zm.dtype == "bfloat16" and zm.compute_dtype in step.TOLERANCE and name in models.names()
         assert zm.kind == ("train" if scheme == "fp8-train" else "infer")
         assert zm.family == ("train" if scheme == "fp8-train" else "llm-quant")
 

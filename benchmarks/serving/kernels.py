@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from benchmarks.zoo.worker import batched_step_ms, capture, environment
+from collectors.programs.harness import environment
+from collectors.programs.step import batched_step_ms, capture
 
 from . import models
 from .worker import compiler_for, one_run_parser

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from benchmarks.zoo import configs
+from collectors.programs import configs
 
 MODES = ("plain-dynamic", "plain-static", "ma-static", "ma-dynamic", "hook-dynamic", "hook-ranges-dynamic",
          "hook-static")

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import torch
 
-from benchmarks.zoo.worker import environment
+from collectors.programs.harness import environment
 
 HIDDEN = 2048
 ROW_MASK = "xmask = xindex < xnumel"

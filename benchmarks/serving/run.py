@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.zoo.run import ZooError, lane_devices, reap, timeout_error, wait_own_time, worker_env
-from benchmarks.zoo.worker import write_json
+from benchmarks.zoo.processes import reap, timeout_error, wait_own_time, worker_env
+from benchmarks.zoo.run import ZooError, lane_devices
+from collectors.programs.harness import write_json
 
 from . import models, report
 

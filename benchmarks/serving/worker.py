@@ -22,9 +22,9 @@ from typing import Any, Callable
 
 import torch
 
-from benchmarks.zoo.worker import (LANES_PER_GPU_ENV, _sync, benchmarks_take_turns, capture, environment,
-                                   batched_step_ms, lock_waited_s, one_line, spread, step_times_ms, timing_lock,
-                                   write_json)
+from benchmarks.zoo.worker import benchmarks_take_turns
+from collectors.programs.harness import LANES_PER_GPU_ENV, environment, lock_waited_s, one_line, timing_lock, write_json
+from collectors.programs.step import batched_step_ms, capture, spread, step_times_ms, sync
 
 from . import models
 
@@ -64,7 +64,7 @@ def time_size(step: Callable[[], Any], repeats: int, device: torch.device) -> di
             step()
         return {**spread(step_times_ms(step, repeats, device)), "timing": "direct"}
     # lanes sharing the GPU compile at once but run and time one at a time (warm-ups too: in a four-lane run with
-    # them outside, OLMoE's decode at batch 256 timed 1.87 ms against 1.24 ms of kernels; docs/FINDINGS.md)
+    # them outside, OLMoE's decode at batch 256 timed 1.87 ms against 1.24 ms of kernels)
     with timing_lock():
         for _ in range(WARMUP):
             step()
@@ -93,7 +93,7 @@ def run(model: str, phase: str, mode: str, sizes: list[int], repeats: int,
     spec = models.get(model)
     with timing_lock():  # eager GPU work, kept out of other lanes' timings and autotuning benchmarks
         module = spec.build(device).eval()
-        _sync(device)
+        sync(device)
     base = {"model": model, "phase": phase, "mode": mode, "schema_version": SCHEMA_VERSION, **env,
             "lanes_per_gpu": int(os.environ.get(LANES_PER_GPU_ENV, "1"))}
     records: list[dict[str, Any]] = []
@@ -109,10 +109,10 @@ def run(model: str, phase: str, mode: str, sizes: list[int], repeats: int,
             if dynamic and size > 1:  # Dynamo specialises a size of 1: that size gets a graph of its own
                 models.mark_dynamic(inputs, phase)
             with torch.no_grad():
-                _sync(device)
+                sync(device)
                 t0, waited = time.perf_counter(), lock_waited_s()
                 out = compiled(*inputs)  # this size's first call: a compile, a recompile or neither
-                _sync(device)
+                sync(device)
                 first = time.perf_counter() - t0
                 waited = lock_waited_s() - waited  # its benchmarks waiting for other lanes' turns on the GPU
                 graphs = _graphs_compiled()

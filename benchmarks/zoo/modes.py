@@ -166,15 +166,3 @@ def split_modes(text: str, repeats: bool = False) -> list[str]:
         elif part:
             out.append(part)
     return out if repeats else list(dict.fromkeys(out))
-
-
-def cudagraph_trees_used(device_index: int = 0) -> bool:
-    """Whether cudagraph trees hold graphs on this device (how a hook mode's timing is chosen at run time)."""
-    try:
-        from torch._inductor import cudagraph_trees as trees
-        if not torch._C._is_key_in_tls("tree_manager_containers"):
-            return False
-        container = trees.get_obj(trees.local, "tree_manager_containers").get(device_index)
-    except Exception:  # noqa: BLE001 - private API: unknown means "not used"
-        return False
-    return container is not None and (container.tree_manager is not None or container.live_cudagraphify_fns > 0)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .gaps import gpu_time_gaps_section
+from .plot import plot, versions
 from .timing_checks import TIMED, between_runs_line, disturbed_line, noisy_line
 
 log = logging.getLogger("zoo.report")
@@ -172,7 +173,7 @@ def model_groups(records: list[dict[str, Any]]) -> dict[str, list[str]]:
     """Group name -> models, in registry order: all, inference, training (the records' kind), the held-out sets
     together and one by one (``models.ZooModel.held_out_set``). Empty groups are left out; a model not in the
     registry (a test's) counts in all and by kind only."""
-    from . import models as registry
+    from collectors.programs import models as registry
 
     kinds = {r["model"]: r.get("kind") for r in records}
     held = {name: getattr(registry.REGISTRY.get(name), "held_out_set", 0) for name in kinds}
@@ -206,54 +207,6 @@ def group_figures(summary: dict[str, Any], groups: dict[str, list[str]], mode: s
     return out
 
 
-# Kernel groups, checked in order (first match wins). Inductor names every Triton kernel triton_<kind>_...; of
-# the rest, attention and convolution kernels go to "other" before the GEMM patterns, since flash /
-# memory-efficient attention and cuDNN convs carry "cutlass" / "xmma" / "gemm" in their names.
-KERNEL_GROUPS: list[tuple[str, tuple[str, ...]]] = [
-    ("triton_template", ("triton_tem_",)),
-    ("triton", ("triton_",)),
-    ("other", ("flash", "fmha", "attention", "sdpa", "conv", "fprop", "dgrad", "wgrad", "memcpy", "memset")),
-    ("vendor_gemm", ("gemm", "gemv", "cublas", "cutlass", "nvjet", "xmma", "splitkreduce")),
-]
-
-
-def classify_kernel(name: str) -> str:
-    """vendor_gemm (cuBLAS/cuBLASLt/CUTLASS), triton_template, triton (poi/red/per/...), or other."""
-    low = name.lower()
-    for group, needles in KERNEL_GROUPS:
-        if any(n in low for n in needles):
-            return group
-    return "other"
-
-
-# kernels kept by name in a census: enough to tell two modes' steps apart kernel by kernel
-BY_NAME_KEPT = 80
-
-
-def census(kernels: list[tuple[str, float]]) -> dict[str, Any]:
-    """Counts and GPU-time shares per group of (kernel name, us) pairs, the 5 longest kernels, and launches and
-    time per kernel name (``by_name``, the ``BY_NAME_KEPT`` longest in total: which kernels differ between modes)."""
-    total = sum(us for _, us in kernels) or 1.0
-    groups = {g: {"count": 0, "us": 0.0, "share": 0.0} for g in ("vendor_gemm", "triton_template", "triton",
-                                                                  "other")}
-    for name, us in kernels:
-        g = groups[classify_kernel(name)]
-        g["count"] += 1
-        g["us"] += us
-    for g in groups.values():
-        g["share"] = g["us"] / total
-    top = sorted(kernels, key=lambda k: -k[1])[:5]
-    by_name: dict[str, list[float]] = {}
-    for name, us in kernels:
-        entry = by_name.setdefault(name[:120], [0, 0.0])
-        entry[0] += 1
-        entry[1] += us
-    named = sorted(by_name.items(), key=lambda item: -item[1][1])[:BY_NAME_KEPT]
-    return {"kernels": len(kernels), "total_us": sum(us for _, us in kernels), "groups": groups,
-            "top": [[n[:120], round(us, 2)] for n, us in top],
-            "by_name": [[name, count, round(us, 2)] for name, (count, us) in named]}
-
-
 def _f(v: Any, fmt: str = ".2f", suffix: str = "") -> str:
     return f"{v:{fmt}}{suffix}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
 
@@ -274,11 +227,6 @@ def _correct_cell(r: dict[str, Any]) -> str:
     if r.get("correct") is None:
         return "-"
     return f"{'yes' if r['correct'] else 'NO'} ({_f(r.get('rel_err'), '.1e')})"
-
-
-def _versions(records: list[dict[str, Any]], key: str) -> str:
-    values = sorted({str(r[key]) for r in records if r.get(key)})
-    return ", ".join(values) or "-"
 
 
 def called_p10_line(by_key: dict[tuple[str, str], dict[str, Any]], mode: str = "hook") -> str | None:
@@ -305,13 +253,13 @@ def shared_host_training_line(records: list[dict[str, Any]]) -> str:
     """Which training models were timed while other runs compiled on the same host (``lanes_per_gpu`` > 1), or "".
     Why: an eager training step is host-bound (AdamW runs eagerly), and compiling neighbours slow it whatever the GPU
     lock does: gpt2-medium-train ran 0.92x ``reduce-overhead`` in lanes with the same kernels, 1.00x alone
-    (docs/FINDINGS.md, 66; ``python -m benchmarks.train_host`` times modes one at a time)."""
+    (docs/DESIGN.md; ``python -m benchmarks.zoo.host`` times modes one at a time)."""
     shared = sorted({r["model"] for r in records if r.get("kind") == "train" and r.get("status") in TIMED
                      and (r.get("lanes_per_gpu") or 1) > 1})
     if not shared:
         return ""
     return ("Training steps timed while other runs compiled on the same host (host-bound: their comparisons carry "
-            f"host contention; `python -m benchmarks.train_host` times modes alone): {', '.join(shared)}.")
+            f"host contention; `python -m benchmarks.zoo.host` times modes alone): {', '.join(shared)}.")
 
 
 def not_run_line(summary: dict[str, Any]) -> str:
@@ -325,9 +273,9 @@ def not_run_line(summary: dict[str, Any]) -> str:
 def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: list[str]) -> str:
     """results.md: header, summary per mode, one table per model."""
     lines = ["# Model zoo: compile time and step time per mode", "",
-             f"GPU: {_versions(records, 'gpu')} · torch {_versions(records, 'torch')} · triton "
-             f"{_versions(records, 'triton')} · transformers {_versions(records, 'transformers')} · timm "
-             f"{_versions(records, 'timm')} · python {_versions(records, 'python')}", ""]
+             f"GPU: {versions(records, 'gpu')} · torch {versions(records, 'torch')} · triton "
+             f"{versions(records, 'triton')} · transformers {versions(records, 'transformers')} · timm "
+             f"{versions(records, 'timm')} · python {versions(records, 'python')}", ""]
     if commands:
         lines += ["```", *commands, "```", ""]
     lines += ["Speeds are step-time ratios (> 1: faster); compile ratios are compile-time ratios (< 1: faster). "
@@ -399,39 +347,6 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
     lines += ["", "Census: GPU kernels of one step by group (count, share of GPU time): gemm = cuBLAS/cuBLASLt/"
               "CUTLASS, tem = Triton templates, triton = other Triton kernels, other = aten, attention, cuDNN."]
     return "\n".join(lines) + "\n"
-
-
-def plot(records: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> None:
-    """Speed vs plain against compile time vs plain (log x), one marker style per mode, a point per model."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    markers = "os^vD<>Pp*Xh"
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    for i, mode in enumerate(summary["mode_order"]):
-        pts = [(runs[mode]["compile_vs_plain"], runs[mode]["speed_vs_plain"]) for runs in summary["models"].values()
-               if mode in runs and runs[mode]["status"] == "ok" and runs[mode]["compile_vs_plain"]
-               and runs[mode]["speed_vs_plain"]]
-        if pts:
-            ax.scatter(*zip(*pts), marker=markers[i % len(markers)], label=mode, alpha=0.8)
-    ax.set_xscale("log")
-    ticks = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
-    ax.xaxis.set_major_formatter(ticks)
-    ax.xaxis.set_minor_formatter(ticks)
-    ax.axhline(1.0, color="grey", lw=0.8)
-    ax.axvline(1.0, color="grey", lw=0.8)
-    ax.set_xlabel("compile time / plain torch.compile (log)")
-    ax.set_ylabel("speed vs plain (plain step / step)")
-    gpu = _versions(records, "gpu")
-    ax.set_title(f"Model zoo on {'CPU' if gpu == '-' else gpu}: speed vs compile time, one point per model")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
-    else:  # e.g. a folder of max-autotune runs only: speeds are relative to plain runs kept elsewhere
-        ax.text(0.5, 0.5, "no model has a plain run here to compare with", transform=ax.transAxes, ha="center")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def write_report(records: list[dict[str, Any]], out: Path) -> Path:

@@ -3,7 +3,7 @@
 ``collect`` (``python -m collectors.in_program.collect``) times both sides of every decision in the step;
 ``agreement`` turns those records into the policy's agreement figure; ``redecide`` replays the recorded decisions
 under another model or gap; ``context_blocks`` builds the sampled MLP programs and ``context_dataset`` turns their
-records into training rows. The programs themselves come from the model zoo (``benchmarks/zoo/models.py``).
+records into training rows. The programs themselves are the zoo's models (``collectors/programs/models.py``).
 
 How ``collect --paired`` times a decision: ``predictor.compile`` runs once while the hook records every GEMM decision
 and its runner-up as Inductor lookup-table entries; the step is then compiled with torch alone serving that table,

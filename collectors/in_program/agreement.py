@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.zoo.worker import write_json
+from collectors.programs.harness import write_json
 
 TOLERANCE = 0.01
 # A paired flip whose per-round ratios spread wider than this (interquartile range) cannot tell a 1% difference:

@@ -7,7 +7,7 @@ timed as the whole step of a zoo model?
 
 Per model, every run in a fresh process with empty Inductor/Triton caches (as ``run.py``'s workers):
 
-1. ``record``: ``predictor.compile`` and one zoo-worker measurement (``worker.measure``); meanwhile the hook's
+1. ``record``: ``predictor.compile`` and one zoo-worker measurement (``collectors.programs.step.measure``); meanwhile the hook's
    ``decision_observer`` gets every GEMM the decide policy settles and keeps, keyed by torch's own
    ``LookupTableChoices.make_lookup_key``, the chosen choice and its runner-up (``policy.runner_up``: cuBLAS when
    the hook took a Triton/decompose-K kernel, the model's favourite of those when it kept cuBLAS) as lookup-table
@@ -33,110 +33,32 @@ process and replays their CUDA graphs in turns (``phase_paired``), a paired comp
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import logging
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import traceback
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from benchmarks.zoo.worker import GPU_LOCK_ENV, environment, one_line, write_json
+from collectors.programs.harness import GPU_LOCK_ENV, environment, one_line, write_json
 
 from .agreement import report
+from .decisions import select
+from .phases import SCHEMA_VERSION, phase_paired, phase_record, phase_time
 
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 # each phase in a process group of its own, so a timeout kills its compile workers too
 OWN_PROCESS_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
-SCHEMA_VERSION = 1
 RETRYABLE = ("error", "timeout")
-
-
-# ---------------------------------------------------------------------------------------------
-# Recording the decisions and their runner-ups (the hook's decision_observer)
-# ---------------------------------------------------------------------------------------------
-
-class AlternativeLog:
-    """``GemmPruner.decision_observer``: per lookup key (first decision wins) the chosen and the runner-up entry.
-    ``key_choices``: what keys (default torch's ``LookupTableChoices``; a stand-in in CPU tests)."""
-
-    def __init__(self, key_choices: Any = None) -> None:
-        self.key_choices = key_choices
-        self.rows: dict[str, dict[str, Any]] = {}
-        self.skipped: Counter = Counter()
-
-    def _keyer(self) -> Any:
-        from predictor.offline.export import lookup_keyer
-
-        self.key_choices = lookup_keyer(self.key_choices)
-        return self.key_choices
-
-    def __call__(self, choices: list[Any], scores: Any, is_aten: list[bool], chosen: int, problem: Any,
-                 kernel_inputs: Any, op_name: str) -> None:
-        from predictor.offline.export import lookup_entry
-        from predictor.runtime.choices.policy import runner_up
-
-        key = self._keyer().make_lookup_key(kernel_inputs, op_name, include_device=True)
-        if key is None:
-            self.skipped["no_key"] += 1
-            return
-        if key in self.rows:
-            self.rows[key]["count"] += 1
-            return
-        from predictor.runtime.choices.gemm_inputs import _lowering_node, output_consumers, output_feeds_pointwise
-
-        alternative, gap = runner_up(scores, is_aten, chosen)
-        node = _lowering_node()
-        row = {"key": key, "op_name": op_name, "problem": str(problem), "count": 1,
-               "dims": {f: getattr(problem, f) for f in ("b", "m", "n", "k")}, "dtype": problem.dtype,
-               "out_dtype": problem.out_dtype or problem.dtype, "chosen": lookup_entry(choices[chosen]),
-               "chosen_side": "cublas" if is_aten[chosen] else "triton", "gap": gap, "alternative": None,
-               "feeds_pointwise": output_feeds_pointwise(node), "consumers": sorted(set(output_consumers(node)))}
-        if alternative is not None:
-            try:
-                row["alternative"] = lookup_entry(choices[alternative])
-            except ValueError as exc:
-                row["alternative_error"] = str(exc)
-        self.rows[key] = row
-
-    def finish(self, device: Any) -> list[dict[str, Any]]:
-        """The rows with each GEMM's ideal time on ``device`` (the model's DeviceInfo; None leaves it out)."""
-        from predictor.core.features import ideal_time_us
-
-        out = []
-        for row in self.rows.values():
-            d = row["dims"]
-            row["ideal_us"] = (None if device is None else
-                               ideal_time_us(d["b"], d["m"], d["n"], d["k"], row["dtype"], row["out_dtype"], device))
-            out.append(row)
-        return out
-
-
-def select(rows: list[dict[str, Any]], max_gemms: int) -> list[int]:
-    """Indices of the rows to flip: those with a runner-up, largest ideal time first, at most ``max_gemms``."""
-    flippable = [i for i, r in enumerate(rows) if r.get("alternative") is not None]
-    flippable.sort(key=lambda i: -(rows[i].get("ideal_us") or 0.0))
-    return flippable[:max_gemms]
-
-
-def flipped_table(table: dict[str, list], row: dict[str, Any]) -> dict[str, list]:
-    """``table`` with ``row``'s key served by its runner-up alone (a deep copy; the original is untouched)."""
-    if row["key"] not in table:
-        raise ValueError(f"{row['key'][:80]!r} is not in the table: the flip would not apply")
-    out = copy.deepcopy(table)
-    out[row["key"]] = [copy.deepcopy(row["alternative"])]
-    return out
 
 
 def plan(doc: dict[str, Any] | None, max_gemms: int, noise_repeats: int, paired: bool = False) -> list[str]:
@@ -147,156 +69,6 @@ def plan(doc: dict[str, Any] | None, max_gemms: int, noise_repeats: int, paired:
     if paired:
         return ["paired"]
     return [f"base:{i}" for i in range(noise_repeats)] + [f"flip:{i}" for i in select(doc["rows"], max_gemms)]
-
-
-# ---------------------------------------------------------------------------------------------
-# The phases (one per process)
-# ---------------------------------------------------------------------------------------------
-
-class _Mode:
-    """What ``worker.measure`` needs of a mode: ``name``, ``base``, ``cudagraphs``, ``replayable`` and compile. The
-    step is timed by one outer CUDA-graph replay, so inference graphs compile without CUDA graph trees."""
-
-    cudagraphs = False
-    replayable = True
-
-    def __init__(self, name: str, base: str, compile_fn: Callable[[Any], Any]) -> None:
-        self.name, self.base, self.compile = name, base, compile_fn
-
-
-def phase_record(model: str, repeats: int, table_out: Path) -> dict[str, Any]:
-    """Compile with ``predictor.compile``, observe every decision, time the step; write the table document."""
-    import torch
-
-    import predictor
-    from predictor.offline.export import DecisionRecorder
-    from predictor.runtime import install as installing
-
-    from benchmarks.zoo import models, worker
-
-    zm = models.get(model)
-    recorder, alternatives, holder = DecisionRecorder(), AlternativeLog(), {}
-
-    def compile_(module: Any) -> Any:
-        compiled = predictor.compile(module, cudagraphs="training")
-        pruner = holder["pruner"] = installing._STACK[-1].pruner
-        pruner.recorder, pruner.decision_observer = recorder, alternatives
-        return compiled
-
-    record: dict[str, Any] = {}
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    worker.measure(record, zm, _Mode("hook", "hook", compile_), repeats, device)
-    pruner = holder["pruner"]
-    pruner.recorder = pruner.decision_observer = None
-    table, conflicts = recorder.table()
-    rows = alternatives.finish(pruner.device)
-    mismatched = [r["key"] for r in rows if table.get(r["key"]) != [r["chosen"]]]
-    doc = {"schema_version": SCHEMA_VERSION, "model": model, "table": table, "rows": rows, "conflicts": conflicts,
-           "skipped": {**recorder.skipped, **{f"observer_{k}": v for k, v in alternatives.skipped.items()}},
-           "chosen_not_in_table": mismatched, **environment()}
-    table_out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(str(table_out), doc)
-    record.update(gemm_keys=len(table), decided=len(rows), flippable=sum(r["alternative"] is not None for r in rows),
-                  chosen_not_in_table=len(mismatched))
-    return record
-
-
-def table_compiler(table: dict[str, list]) -> Callable[[Any], Any]:
-    """torch.compile with ``LookupTableChoices`` serving ``table``, on ``predictor.compile``'s backend and options
-    (CUDA graph trees for training graphs only: the step is timed by one outer replay; the accumulated-gradient guard),
-    so only the GEMM choices differ."""
-    def compile_(module: Any) -> Any:
-        from torch._inductor import config
-
-        from benchmarks.export_check import table_choices_class
-        from predictor.runtime.compile import RECOMMENDED_OPTIONS, compile_without_hook
-
-        config.lookup_table.table = table
-        config.inductor_choices_class = table_choices_class()
-        return compile_without_hook(module, dict(RECOMMENDED_OPTIONS), "training")
-    return compile_
-
-
-def phase_time(model: str, run: str, repeats: int, table_path: Path) -> dict[str, Any]:
-    """One ``base:<i>`` or ``flip:<row>`` run: the recorded table (one entry flipped), timed as the worker times."""
-    import torch
-
-    from benchmarks.export_check import table_choices_class
-
-    from benchmarks.zoo import models, worker
-
-    doc = json.loads(table_path.read_text())
-    table, record = doc["table"], {}
-    kind, _, index = run.partition(":")
-    if kind == "flip":
-        row = doc["rows"][int(index)]
-        table = flipped_table(table, row)
-        record.update(key=row["key"], flipped_to=row["alternative"].get("template_id"))
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    worker.measure(record, models.get(model), _Mode(run, "table", table_compiler(table)), repeats, device)
-    counts = table_choices_class().counts
-    record.update(lookup_hits=counts["hits"], lookup_misses=counts["misses"], missed=counts["missed"][:20])
-    return record
-
-
-def phase_paired(model: str, repeats: int, table_path: Path, max_gemms: int, rounds: int) -> dict[str, Any]:
-    """The base table and each flipped table compiled in this one process, each step captured in a CUDA graph,
-    then replayed in turns (``rounds`` rounds of ``repeats`` replays each, the order rotating per round; a round's
-    replays are queued back to back and timed as one, ``worker.batched_step_ms``).
-
-    Why: timed in separate processes, two runs of the same table differ by 1-6% on a shared host, more than most
-    decisions are worth; replays interleaved in one process see the same clocks and the same neighbours, so the
-    comparison is paired. Inference models only (a training step mutates its weights)."""
-    import torch
-    from torch._inductor import config
-
-    from benchmarks.export_check import table_choices_class
-
-    from benchmarks.zoo import models, worker
-
-    zm = models.get(model)
-    if zm.kind != "infer":
-        raise ValueError(f"{model}: paired timing needs an inference model (kind {zm.kind!r})")
-    if not torch.cuda.is_available():
-        raise RuntimeError("paired timing captures CUDA graphs: no CUDA device")
-    doc = json.loads(table_path.read_text())
-    flips = select(doc["rows"], max_gemms)
-    variants = {"base": doc["table"], **{f"flip:{i}": flipped_table(doc["table"], doc["rows"][i]) for i in flips}}
-    device = torch.device("cuda")
-    module, inputs, _ = zm.build(device)
-    module.eval()
-    amp = worker.autocast_of(zm, device)
-    config.force_disable_caches = True  # each variant compiles afresh, never from the previous variant's code
-    graphs, lookups, outputs = {}, {}, {}
-    for name, table in variants.items():
-        torch._dynamo.reset()
-        table_choices_class().counts.update(hits=0, misses=0, missed=[])  # counts per variant
-        compiled = table_compiler(table)(module)
-
-        def step(compiled: Any = compiled) -> Any:
-            with torch.no_grad(), amp():
-                return compiled(*inputs)
-        outputs[name] = step().detach().float().clone()
-        graphs[name] = worker.capture(step)
-        counts = table_choices_class().counts
-        lookups[name] = {"hits": counts["hits"], "misses": counts["misses"]}
-        log.info("captured %s (%d lookup hits, %d misses)", name, counts["hits"], counts["misses"])
-    samples: dict[str, list[float]] = {name: [] for name in graphs}  # per round: the mean of `repeats` replays
-    names = list(graphs)
-    with worker.timing_lock():
-        for r in range(rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
-                for _ in range(worker.WARMUP):
-                    graphs[name].replay()
-                samples[name].append(worker.batched_step_ms(graphs[name].replay, repeats, device))
-    ref = outputs["base"]
-    variants_out = {name: {"step_ms": statistics.median(samples[name]), "round_ms": samples[name],
-                           "rel_diff_vs_base": worker.errors(outputs[name], ref)[1], **lookups[name]}
-                    for name in names}
-    base_rounds = variants_out["base"]["round_ms"]
-    return {"variants": variants_out, "rounds": rounds, "repeats": repeats, "step_ms": variants_out["base"]["step_ms"],
-            "noise": (max(base_rounds) - min(base_rounds)) / statistics.median(base_rounds),
-            "lookup_misses": sum(v["misses"] for v in lookups.values())}
 
 
 def run_phase(args: argparse.Namespace) -> int:
@@ -326,7 +98,7 @@ def run_phase(args: argparse.Namespace) -> int:
 def spawn(model: str, run: str, out: Path, repeats: int, timeout: float, max_gemms: int = 8,
           rounds: int = 10) -> dict[str, Any]:
     """One run in a fresh process with empty caches; a timeout kills its process group. Parallel runs (``--lanes``)
-    share ``OUT/gpu.lock``: their compiles overlap, their timings never do (``worker.timing_lock``)."""
+    share ``OUT/gpu.lock``: their compiles overlap, their timings never do (``harness.timing_lock``)."""
     tmp = Path(tempfile.mkdtemp(prefix="zoo-inprog-"))
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"), "TRITON_CACHE_DIR": str(tmp / "triton"),
            "PYTHONUNBUFFERED": "1", GPU_LOCK_ENV: str(out / "gpu.lock")}
@@ -356,7 +128,7 @@ def run_all(names: list[str], out: Path, args: argparse.Namespace) -> None:
     """Every model's missing runs, ``args.lanes`` at a time: first the ``record`` runs (they write the tables the
     other runs read), then all ``base``/``flip`` runs. Results are saved after every run; no run starts after the
     budget, and one the budget cut short is not recorded (the next call redoes it)."""
-    from benchmarks.zoo import models
+    from collectors.programs import models
 
     deadline = time.monotonic() + args.budget_s if args.budget_s is not None else None
     results = out / "results.json"
@@ -421,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
-        from benchmarks.zoo import models
+        from collectors.programs import models
         from .context_blocks import sampled_names
 
         names = [m.strip() for m in args.models.split(",") if m.strip()] + sampled_names(args.context_sample)

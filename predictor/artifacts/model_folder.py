@@ -436,7 +436,7 @@ def model_card(meta: dict[str, Any]) -> str:
         f"Ranks PyTorch Inductor GEMM candidates (space `{meta.get('space', 'default')}`); higher score = predicted "
         "faster. `predictor.compile` takes one candidate per GEMM from it; `predictor.install` prunes max-autotune's "
         "list to its top k.",
-        *([f"Region model: it ranks only the GEMMs of region `{meta['region']}` (`predictor/regions.py`), which the "
+        *([f"Region model: it ranks only the GEMMs of region `{meta['region']}` (`predictor/core/regions.py`), which the "
            "hook scores with it beside the GPU's main model; it was trained and scored on that region's problems."]
           if meta.get("region") else []),
         "",
