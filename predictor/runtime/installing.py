@@ -163,6 +163,11 @@ def pruning(model: str | os.PathLike | None = None, **options: Any) -> Iterator[
 
 def stats() -> dict[str, Any]:
     """The counters of the most recently installed pruner (see ``GemmPruner.stats``); zeros if none."""
+    from . import feedback
+
     if _LAST:
-        return _LAST[0].stats()
-    return {**{key: 0 for key in _STAT_KEYS}, "fallbacks": {}, "filter_ms_max": 0.0, "filter_ms_median": 0.0}
+        # which model decided (a local refit or the shipped one), and what the tuned mode recorded
+        return {**_LAST[0].stats(), "model": None if _LAST[0].model_path is None else str(_LAST[0].model_path),
+                "labels": feedback.stats()}
+    return {**{key: 0 for key in _STAT_KEYS}, "fallbacks": {}, "filter_ms_max": 0.0, "filter_ms_median": 0.0,
+            "model": None, "labels": feedback.stats()}
