@@ -5,8 +5,9 @@ dropped; each problem x candidate becomes one row whose time is the median of it
 ``reps`` (a fleet's shard folds carry their counts, so folding folds is the reps-weighted median of medians), in the
 dataset contract (collector ``inductor-feedback``).
 
-Fit: continue the base LightGBM ranker (``init_model``) for ``rounds`` more trees on its own training rows (its
-dataset minus the groups it held out) together with the folded rows, each folded row weighted ``weight``. Why this
+Fit: continue the base LightGBM ranker (``init_model``) for ``rounds`` more trees on the rows it was fitted on (its
+dataset minus the groups it held out; every row for a ``refit_all`` model, as the shipped ones are) together with the
+folded rows, each folded row weighted ``weight``. Why this
 design: the new trees fit what the base model gets wrong on the new rows while the base rows anchor everything it
 already ranks well; continuing on the new rows alone has nothing that stops it trading the old problems for the new
 ones, and a refit from scratch costs the whole base fit again (docs/LEARN.md has the figures of the three).
@@ -185,8 +186,8 @@ def refit(stores: Sequence[str | Path] = (), folded: Sequence[str | Path] = (), 
     if not len(X_new):
         raise ValueError("the label stores hold no problem with two or more timed choices: nothing to learn")
     parts = [(X_new, r_new, g_new, np.full(len(X_new), float(weight)))]
-    if anchor:
-        train_rows = all_rows[~in_groups(all_rows, held_out)]
+    if anchor:  # the rows the base was fitted on: its training split, or every row for a refit_all model
+        train_rows = all_rows if base_meta.get("refit_all") else all_rows[~in_groups(all_rows, held_out)]
         X_b, r_b, g_b = _labelled(train_rows, device, "base")
         parts.append((X_b, r_b, g_b, np.ones(len(X_b))))
     X, r, g, w = (np.concatenate([p[i] for p in parts]) for i in range(4))
@@ -206,7 +207,8 @@ def refit(stores: Sequence[str | Path] = (), folded: Sequence[str | Path] = (), 
     gpu, cc = summary["gpu"], summary["cc"]
     if (gpu, cc) != (device.gpu, device.cc):  # a base of the same architecture: the model is for the labels' GPU
         device = DeviceInfo(**{**device.to_dict(), "gpu": gpu, "cc": cc})
-    ranges = _problem_ranges(pd.concat([all_rows[~in_groups(all_rows, held_out)], rows], ignore_index=True))
+    seen = all_rows if base_meta.get("refit_all") else all_rows[~in_groups(all_rows, held_out)]
+    ranges = _problem_ranges(pd.concat([seen, rows], ignore_index=True))
     metadata = {k: base_meta[k] for k in ("space", "split_seed", "test_fraction", "split", "pruning", "datasets",
                                           "dataset", "dataset_sha256", "torch_version", "space_fingerprint")
                 if k in base_meta}
@@ -228,6 +230,20 @@ def refit(stores: Sequence[str | Path] = (), folded: Sequence[str | Path] = (), 
              out, base, rows["problem_id"].nunique(), after, before, store_before, store_after,
              metadata[REFIT_KEY]["seconds"])
     return read_metadata(out)
+
+
+def this_store() -> Path:
+    """This GPU's default label store; on a machine without one, the only store under the labels root."""
+    from ..label_store import default_store, labels_root
+    from ..runtime.feedback import this_device
+
+    device = this_device()
+    if device is not None:
+        return default_store(device[0])
+    stores = sorted(p for p in labels_root().glob("*") if p.is_dir())
+    if len(stores) != 1:
+        raise ValueError(f"{labels_root()}: {len(stores)} label stores and no GPU to choose one; pass --store")
+    return stores[0]
 
 
 def _shipped_for(summary: dict[str, Any]) -> Path:
