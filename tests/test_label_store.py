@@ -188,3 +188,68 @@ def test_the_default_store_is_per_user_and_per_gpu(monkeypatch, tmp_path):
     assert label_store.default_store("NVIDIA H200") == tmp_path / "gemm-predictor" / "labels" / "nvidia-h200"
     monkeypatch.setenv(label_store.LABELS_ENV, str(tmp_path / "shared"))
     assert label_store.default_store("NVIDIA H100 80GB HBM3") == tmp_path / "shared" / "nvidia-h100-80gb-hbm3"
+
+
+# ------------------------------------------------------------------------------------------- predictor.compile
+
+@pytest.fixture()
+def pretend_gpu(monkeypatch):
+    """This CPU recorded as a GPU (its benchmarks are CPU timings: only what reaches the store is checked)."""
+    from predictor.runtime import feedback
+
+    monkeypatch.setattr(feedback, "this_device", lambda: (GPU, CC))
+    yield
+    predictor_uninstall_all()
+
+
+def predictor_uninstall_all() -> None:
+    import predictor
+    from predictor.runtime.installed import _STACK
+
+    while _STACK:
+        predictor.uninstall()
+
+
+def test_only_the_tuned_mode_records_and_record_false_opts_out(pretend_gpu, tmp_path):
+    import torch
+
+    import predictor
+    from predictor.runtime.installed import _STACK
+
+    fn = torch.nn.Linear(8, 8)
+    predictor.compile(fn, tune=2, label_store=tmp_path / "a")
+    recorder_a = _STACK[-1].pruner.label_recorder
+    assert recorder_a is not None and recorder_a.store == tmp_path / "a"
+    predictor.compile(fn, tune=2, record=False)
+    assert _STACK[-1].pruner.label_recorder is None
+    predictor.compile(fn)  # the default mode benchmarks nothing: nothing to record
+    assert _STACK[-1].pruner.label_recorder is None
+    with pytest.raises(ValueError, match="record"):
+        predictor.compile(fn, tune=2, record="yes")
+
+
+def test_inductors_feedback_savers_reach_the_tuned_hooks_recorder(pretend_gpu, tmp_path):
+    """The saver registered with Inductor defers to the installed pruner's recorder: called as Inductor's
+    ``AlgorithmSelectorCache`` calls its savers, rows reach the store given to ``predictor.compile``. (On a CPU no GEMM
+    of ``predictor.compile`` is benchmarked: without a GPU the hook ranks nothing and keeps aten alone.)"""
+    import torch
+    from torch._inductor import select_algorithm
+
+    import predictor
+    from predictor.runtime.installed import _STACK
+
+    predictor.compile(torch.nn.Linear(8, 8), tune=2, label_store=tmp_path)
+    recorder_ = _STACK[-1].pruner.label_recorder
+    recorder_.cuda_only = False  # CPU nodes stand in for CUDA ones here
+    nodes = [FakeNode((64, 512), (512, 1), torch.float16), FakeNode((512, 256), (256, 1), torch.float16)]
+    savers = select_algorithm.get_algorithm_selector_cache().feedback_saver_fns
+    for save in savers:
+        save({c: 0.01 * (i + 1) for i, c in enumerate(TRITON)}, "mm", nodes, TRITON, lambda: {}, {})
+    recorder_.flush()
+    assert sum(t.num_rows for t in read_store(tmp_path).tables) == 3
+    assert predictor.stats()["labels"]["rows"] >= 3
+    predictor.compile(torch.nn.Linear(8, 8), tune=2, record=False)
+    for save in savers:
+        save({c: 0.02 for c in TRITON}, "mm", nodes, TRITON, lambda: {}, {})
+    recorder_.flush()
+    assert sum(t.num_rows for t in read_store(tmp_path).tables) == 3  # opted out: nothing more
