@@ -291,7 +291,13 @@ def _add_refit(sub: argparse._SubParsersAction) -> None:
             shard = (int(i), int(n))
         stores = args.store or ([] if args.folded else [str(refit_mod.this_store())])
         if args.fold_out is not None:
-            rows, summary = refit_mod.fold_stores(stores, args.folded, shard=shard)
+            try:
+                rows, summary = refit_mod.fold_stores(stores, args.folded, shard=shard)
+            except refit_mod.EmptyFold:
+                if shard is None:
+                    raise
+                print(json.dumps({"rows": 0, "parts": 0, "dest": None}))  # an empty shard: nothing to merge
+                return 0
             refit_mod.write_folded(rows, summary, args.fold_out)
             print(json.dumps({"rows": len(rows), "problems": int(rows["problem_id"].nunique()),
                               "parts": len(summary["parts"]), "skipped": len(summary["skipped"]), "dest": args.fold_out}))

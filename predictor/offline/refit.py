@@ -46,6 +46,10 @@ ROUNDS = 60  # trees added to the base model
 KEY = ["problem_id", *PROBLEM_FIELDS, "candidate", *CANDIDATE_FIELDS]
 
 
+class EmptyFold(ValueError):
+    """No verified part to fold (a fleet's shard may hold none)."""
+
+
 class RefitRefused(ValueError):
     """The refit model lost too much on the base model's held-out problems (one line with both figures)."""
 
@@ -104,7 +108,7 @@ def fold_stores(stores: Sequence[str | Path] = (), folded: Sequence[str | Path] 
         frames.append(frame)
     if not frames:
         where = ", ".join(map(str, [*stores, *folded])) or "(nothing given)"
-        raise ValueError(f"{where}: no verified label parts to fold")
+        raise EmptyFold(f"{where}: no verified label parts to fold")
     rows = fold_rows(pd.concat(frames, ignore_index=True))
     return rows, {"gpu": gpu, "cc": cc, "device": device, "parts": parts,
                   "skipped": [{"path": p, "why": w} for p, w in (read.skipped if read else [])]}

@@ -178,9 +178,8 @@ class GemmPruner:
         if self.metadata.get("space", "default") != s.space:
             log.warning("%s was trained on the %r space, the hook prunes the %r space; its ranking may be off",
                         folder, self.metadata.get("space"), s.space)
-        refit_from = (self.metadata.get("refit") or {}).get("refit_from")  # a local model (offline/refit.py)
-        log.info("gemm-predictor: %s GEMM choices (top %d) with %s (%s%s)", s.policy, s.top_k, folder,
-                 self.metadata.get("ranker", {}).get("name"), f", refit here from {refit_from}" if refit_from else "")
+        log.info("gemm-predictor: %s GEMM choices (top %d) with %s (%s)", s.policy, s.top_k, folder,
+                 self.metadata.get("ranker", {}).get("name"))
 
     def _disable(self, reason: str, message: str) -> None:
         self.disabled = reason
