@@ -328,6 +328,57 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _add_refit(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "refit", "fold label stores (the tuned mode's benchmarks) into a local model for this GPU, "
+                                  "validated against the base model's held-out problems (docs/LEARN.md)")
+    p.add_argument("--store", action="append", default=[], metavar="DIR",
+                   help="a label store folder (repeat for several machines'); default: this GPU's store")
+    p.add_argument("--folded", action="append", default=[], metavar="FILE",
+                   help="a file an earlier --fold-out wrote (a fleet's shard); repeatable")
+    p.add_argument("--shard", default=None, metavar="I/N", help="only the parts of shard I of N (with --fold-out)")
+    p.add_argument("--fold-out", default=None, metavar="FILE",
+                   help="write the folded rows as one dataset file and stop (merges stores; a fleet's shard task)")
+    p.add_argument("--base-model", default=None, help="model folder to continue (default: the shipped one)")
+    p.add_argument("--dataset", default=None, help="the base model's dataset (default: the one its metadata names)")
+    p.add_argument("--out", default=None, help="model folder (default: <local models root>/<base>-local)")
+    p.add_argument("--weight", type=float, default=4.0, help="weight of a store row against a base row")
+    p.add_argument("--rounds", type=int, default=60, help="trees added to the base model")
+
+    def run(args: argparse.Namespace) -> int:
+        import json
+
+        from .offline import refit as refit_mod
+
+        shard = None
+        if args.shard is not None:
+            i, _, n = args.shard.partition("/")
+            if not (i.isdigit() and n.isdigit() and 0 <= int(i) < int(n)):
+                raise ValueError(f"--shard {args.shard!r}: expected I/N with 0 <= I < N")
+            shard = (int(i), int(n))
+        stores = args.store or ([] if args.folded else [str(refit_mod.this_store())])
+        if args.fold_out is not None:
+            try:
+                rows, summary = refit_mod.fold_stores(stores, args.folded, shard=shard)
+            except refit_mod.EmptyFold:
+                if shard is None:
+                    raise
+                print(json.dumps({"rows": 0, "parts": 0, "dest": None}))  # an empty shard: nothing to merge
+                return 0
+            refit_mod.write_folded(rows, summary, args.fold_out)
+            print(json.dumps({"rows": len(rows), "problems": int(rows["problem_id"].nunique()),
+                              "parts": len(summary["parts"]), "skipped": len(summary["skipped"]), "dest": args.fold_out}))
+            return 0
+        if shard is not None:
+            raise ValueError("--shard folds one shard: give --fold-out too")
+        meta = refit_mod.refit(stores, args.folded, args.base_model, args.out, args.dataset, args.weight, args.rounds)
+        v = meta["refit"]["validation"]
+        print(f"wrote {meta['name']} ({meta['refit']['store_problems']} store problems, {meta['refit']['seconds']} s): "
+              f"held-out oracle@1 {v['refit_oracle@1']:.4f} (base {v['base_oracle@1']:.4f})")
+        return 0
+
+    p.set_defaults(func=run)
+
+
 def _report_labels(paths: list[str]) -> tuple[str, str]:
     """Each report's folder name (a metrics.json file's folder), or the paths as given when the names clash."""
     names = tuple((p.parent if p.suffix == ".json" else p).resolve().name or str(p) for p in map(Path, paths))
@@ -353,6 +404,7 @@ def build_parser(plugins: Iterable[Callable[[argparse._SubParsersAction], None]]
     _add_grouped_fit(sub)
     _add_size_range_eval(sub)
     _add_export(sub)
+    _add_refit(sub)
     registered = set()
     for register in [*plugins, *_entry_point_plugins()]:
         key = (getattr(register, "__module__", None), getattr(register, "__qualname__", None))

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # imported where used: the hook reads SCHEMA_VERSION and must
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "compile_error", "resources", "timeout", "wrong_result")
-COLLECTORS = ("bulk", "inductor")
+COLLECTORS = ("bulk", "inductor", "inductor-feedback")  # inductor-feedback: the label store (predictor.artifacts.label_store)
 
 COLUMNS: dict[str, str] = {
     # problem

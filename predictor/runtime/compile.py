@@ -178,7 +178,8 @@ def gemv_choice() -> Callable[[GemvKernel], Any]:
 def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
             decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten", tune: int | None = None,
             options: dict[str, Any] | None = None, size_ranges: bool = False, patchify: bool = True,
-            pad_k: bool = True, **torch_compile_kwargs: Any) -> Any:
+            pad_k: bool = True, record: bool = True, label_store: str | os.PathLike | None = None,
+            **torch_compile_kwargs: Any) -> Any:
     """``torch.compile(model)`` with gemm-predictor choosing every GEMM's kernel; compile time at plain's level.
 
     ``cudagraphs``: CUDA graph trees (``triton.cudagraphs``, what ``mode="reduce-overhead"`` turns on): ``True``
@@ -204,6 +205,10 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     are, decided by the model (``runtime.patchify``); False keeps them on cuDNN. ``pad_k``: fp16/bf16 GEMMs with a
     short reduction not a multiple of 8 (token mixing, patch-14 stems) multiply zero-padded operands, so cuBLAS and
     Triton run aligned kernels (``runtime.pad_k``); False multiplies them as they are.
+    ``record``: under ``tune``, every benchmark Inductor runs is appended as labelled rows to the label store
+    (``runtime.feedback``; ``gemm-predictor refit`` folds them into a local model for this GPU); False records
+    nothing. ``label_store``: the store folder (default: ``~/.cache/gemm-predictor/labels/<gpu>``, or
+    ``$GEMM_PREDICTOR_LABELS/<gpu>``; docs/LEARN.md).
     ``options``: extra Inductor options, applied over the recommended ones. Anything else goes to ``torch.compile``
     (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).
 
@@ -222,10 +227,13 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
                              "pass dynamic=True")
         log.warning("gemm-predictor: size_ranges=True acts on GEMMs whose M is symbolic: pass dynamic=True (without "
                     "it only graphs that Dynamo recompiles as dynamic after a size change get ranges)")
-    for name, flag in (("size_ranges", size_ranges), ("patchify", patchify), ("pad_k", pad_k)):
+    for name, flag in (("size_ranges", size_ranges), ("patchify", patchify), ("pad_k", pad_k), ("record", record)):
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be True or False, got {flag!r}")
     merged, cudagraphs = prepare(cudagraphs, predictor_model, decide_gap, fallback, tune, options)
+    from .choices import feedback  # learning from use: the tuned mode's benchmarks become labels
+
+    feedback.attach(installing._STACK[-1].pruner, record, label_store)
     return compile_without_hook(model, merged, cudagraphs, by_size_range=size_ranges, patchify=patchify,
                                 pad_k=pad_k, **torch_compile_kwargs)
 

@@ -164,6 +164,10 @@ def pruning(model: str | os.PathLike | None = None, **options: Any) -> Iterator[
 
 def stats() -> dict[str, Any]:
     """The counters of the most recently installed pruner (see ``GemmPruner.stats``); zeros if none."""
+    from .choices import feedback
+
     if _LAST:
-        return _LAST[0].stats()
-    return empty_stats()
+        # which model decided (a local refit or the shipped one), and what the tuned mode recorded
+        return {**_LAST[0].stats(), "model": None if _LAST[0].model_path is None else str(_LAST[0].model_path),
+                "labels": feedback.stats()}
+    return {**empty_stats(), "model": None, "labels": feedback.stats()}

@@ -52,7 +52,16 @@ def find_model(device: DeviceInfo, space: str = "default", roots: Sequence[Path]
     a ``*-lgbm-all`` folder, then the earliest root, then by name. With ``allow_similar``, a model made for
     another GPU of the same architecture (``DeviceInfo.same_architecture``) is taken when no exact one
     exists. ``region``: a model of that region (metadata ``region``, ``predictor.core.regions``); None, the default,
-    only models of every problem. None when no folder fits."""
+    only models of every problem. None when no folder fits.
+
+    Without ``roots``, a validated local model for this exact GPU (``local_models``: refit here from the label
+    store) comes before the shipped one."""
+    if roots is None and region is None:
+        from .local_models import find_local_model
+
+        shipped = find_model(device, space, model_roots(), allow_similar, region)
+        local = find_local_model(device, space, shipped)
+        return local if local is not None else shipped
     ranked = []
     for root_index, root in enumerate(model_roots() if roots is None else roots):
         try:
