@@ -20,7 +20,7 @@ from .configs import (_deepseek_config, _falcon_config, _gemma2_config, _gemma3_
                       _gpt2_medium_config, _gptoss_config, _llama32_config, _llama_config, _mistral_config,
                       _mixtral_config, _neox_config, _olmoe_config, _opt_config, _phi2_config, _phi3_config,
                       _qwen25_config, _qwen2_config, _qwen2_moe_config, _qwen3_config, _qwen3_moe_config,
-                      _smollm2_config, _starcoder2_config)
+                      _smollm2_config, _starcoder2_config, _granite_config, _qwen2_7b_config)
 
 
 @dataclass(frozen=True)
@@ -301,6 +301,23 @@ _ENTRIES = [
              held_out_set=9),
     ZooModel("phi2-train", "train", "train", "bfloat16", _causal_lm_train(_phi2_config, 4, 256, "bfloat16"),
              f"Phi-2 widths, {_TWO}; bf16 weights, 4x256 tokens, causal-LM loss, AdamW", held_out_set=9),
+    # tenth set (configs._granite_config): set A is tuned (its labels refit the model), set B only timed after
+    ZooModel("granite-decode-b1", "llm-decode", "infer", "bfloat16", _causal_lm(_granite_config, 1, 1, "bfloat16"),
+             f"Granite-3.0-2B widths (2048/8192, 32 heads, 8 kv, vocab 49155), {_TWO}; one token at batch 1, no KV "
+             "cache (M=1)", held_out_set=10),
+    ZooModel("qwen2-7b-decode-b8", "llm-decode", "infer", "bfloat16", _causal_lm(_qwen2_7b_config, 8, 1, "bfloat16"),
+             f"Qwen2-7B widths (3584/18944, 28 heads, 4 kv, vocab 152064), {_TWO}; one token at batch 8 (M=8)",
+             held_out_set=10),
+    ZooModel("mixtral-moe-decode-b8", "llm-moe", "infer", "bfloat16", _causal_lm(_mixtral_config, 8, 1, "bfloat16"),
+             f"Mixtral (8x7B widths, 8 experts, top-2), {_TWO}; one token at batch 8", held_out_set=10),
+    ZooModel("deit-tiny-b16", "vision-transformer", "infer", "float16", _timm("deit_tiny_patch16_224", 16, "float16"),
+             "timm deit_tiny_patch16_224 (192 wide, 3 heads), full depth; batch 16", held_out_set=10),
+    ZooModel("granite-decode-b4", "llm-decode", "infer", "bfloat16", _causal_lm(_granite_config, 4, 1, "bfloat16"),
+             f"Granite-3.0-2B widths as granite-decode-b1, {_TWO}; one token at batch 4 (M=4)", held_out_set=10),
+    ZooModel("qwen2-7b-decode-b2", "llm-decode", "infer", "bfloat16", _causal_lm(_qwen2_7b_config, 2, 1, "bfloat16"),
+             f"Qwen2-7B widths as qwen2-7b-decode-b8, {_TWO}; one token at batch 2 (M=2)", held_out_set=10),
+    ZooModel("deit-small-b8", "vision-transformer", "infer", "float16", _timm("deit_small_patch16_224", 8, "float16"),
+             "timm deit_small_patch16_224 (384 wide, 6 heads), full depth; batch 8", held_out_set=10),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]
