@@ -180,8 +180,8 @@ def save_model(ranker, folder: str | Path, metadata: dict[str, Any]) -> Path:
     return folder
 
 
-def _read_metadata(folder: str | Path) -> tuple[bytes, dict[str, Any]]:
-    """``(bytes, document)`` of the folder's metadata.json, unchecked beyond being a JSON object."""
+def read_metadata(folder: str | Path) -> dict[str, Any]:
+    """The folder's metadata.json, unchecked beyond being a JSON object."""
     path = Path(folder) / METADATA_FILE
     try:
         data = read_regular(path, METADATA_BYTES, METADATA_FILE)
@@ -195,12 +195,7 @@ def _read_metadata(folder: str | Path) -> tuple[bytes, dict[str, Any]]:
         raise ModelError(str(exc)) from None
     if not isinstance(meta, dict):
         raise ModelError(f"{path}: not a JSON object")
-    return data, meta
-
-
-def read_metadata(folder: str | Path) -> dict[str, Any]:
-    """The folder's metadata.json, unchecked beyond being a JSON object."""
-    return _read_metadata(folder)[1]
+    return meta
 
 
 # metadata fields the library reads, and the JSON types they must have (absent is fine)
@@ -318,21 +313,16 @@ def _checked_pair(folder: Path, expect_device: DeviceInfo | None) -> tuple[dict[
     """``(metadata, ranker section, model file name, its bytes)`` of one version of the folder, every check passed.
 
     ``train`` swaps a whole new folder in while others may be loading it: a reader can take the metadata of one
-    version and the model file of the next (a sha256 mismatch that is no corruption). So a mismatch, or a model file
-    gone, is read again while the metadata keeps changing under it; a mismatch with the same metadata read twice is
-    a corrupt folder."""
+    version and the model file of the next (a sha256 mismatch that is no corruption). So a pair that does not match
+    is read again, whole, up to ``_PAIR_READS`` times; only a folder that never gives a matching pair is corrupt
+    (the cost, a few reads of a small file, falls on the refusal alone)."""
     for attempt in range(_PAIR_READS):
-        raw, meta = _read_metadata(folder)
-        meta, spec = _checked_metadata(folder, expect_device, meta)
+        meta, spec = _checked_metadata(folder, expect_device)
         try:
             model_file, payload = _verified_model_file(folder, meta)
             return meta, spec, model_file, payload
         except ModelError:
-            try:
-                again = _read_metadata(folder)[0]
-            except ModelError:
-                again = None  # the folder was between versions: read it again
-            if again == raw or attempt == _PAIR_READS - 1:
+            if attempt == _PAIR_READS - 1:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
 
