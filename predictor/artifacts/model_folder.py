@@ -181,8 +181,8 @@ def save_model(ranker, folder: str | Path, metadata: dict[str, Any]) -> Path:
     return folder
 
 
-def _read_metadata(folder: str | Path) -> tuple[bytes, dict[str, Any]]:
-    """``(bytes, document)`` of the folder's metadata.json, unchecked beyond being a JSON object."""
+def read_metadata(folder: str | Path) -> dict[str, Any]:
+    """The folder's metadata.json, unchecked beyond being a JSON object."""
     path = Path(folder) / METADATA_FILE
     try:
         data = read_regular(path, METADATA_BYTES, METADATA_FILE)
@@ -196,12 +196,7 @@ def _read_metadata(folder: str | Path) -> tuple[bytes, dict[str, Any]]:
         raise ModelError(str(exc)) from None
     if not isinstance(meta, dict):
         raise ModelError(f"{path}: not a JSON object")
-    return data, meta
-
-
-def read_metadata(folder: str | Path) -> dict[str, Any]:
-    """The folder's metadata.json, unchecked beyond being a JSON object."""
-    return _read_metadata(folder)[1]
+    return meta
 
 
 # metadata fields the library reads, and the JSON types they must have (absent is fine)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .atomic import DATASET_BYTES, InputError, open_regular, staged_file
+from .atomic import DATASET_BYTES, InputError, MissingInput, open_regular, staged_file
 from ..core.candidate import CANDIDATE_FIELDS, FAMILIES, Candidate
 from ..core.device import DeviceInfo
 from ..core.problem import DTYPE_BYTES, DTYPES, LAYOUTS, OPS, PROBLEM_FIELDS, problem_id
@@ -316,7 +316,9 @@ def read_parquet(path: str | Path, columns: list[str] | None = None, what: str =
     except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: bad JSON or text in the metadata
         if isinstance(exc, DatasetError):
             raise
-        if isinstance(exc, InputError):
+        if isinstance(exc, MissingInput):
+            raise DatasetError(f"{path}: not a readable {what} (no such file)") from None
+        if isinstance(exc, InputError):  # a FIFO, a device, a folder, a file over the cap
             raise DatasetError(str(exc)) from None
         text = (str(exc).splitlines() or [""])[0][:160]
         raise DatasetError(f"{path}: corrupt or not a readable {what} ({type(exc).__name__}: {text})") from None
