@@ -555,5 +555,6 @@ def test_training_over_a_shipped_model_needs_force(tmp_path, monkeypatch):
     assert (target / "model.lgbm.txt").exists()
     assert main(["train", "--ranker", "tree", "--dataset", str(small), "--out", str(target), "--force"]) == 0
     assert read_metadata(target)["model_file"] == "model.json"
-    # a new folder beside the shipped ones is not shipped yet: no --force needed
-    assert main(["train", "--ranker", "tree", "--dataset", str(small), "--out", str(stand_in / "mine")]) == 0
+    # a new folder beside the shipped ones would ship with the next wheel and be found by the hook: --force too
+    assert main(["train", "--ranker", "tree", "--dataset", str(small), "--out", str(stand_in / "mine")]) == 2
+    assert not (stand_in / "mine").exists()

@@ -26,14 +26,15 @@ from predictor.testing.model_text import with_tree_sizes
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 from collectors.in_program import redecide
-from predictor import atomic, compiled_walk, lgbm_text
-from predictor.artifacts import ModelError, load_model, load_runtime_model, read_metadata, save_model
+from predictor.artifacts import atomic, compiled_walk, lgbm_text
+from predictor.artifacts.model_folder import ModelError, load_model, load_runtime_model, read_metadata, save_model
 from predictor.cli import main
 from predictor.core.device import DeviceInfo
 from predictor.offline import export, few_rows_fit, gemv_blocks_fit
 from predictor.core.problem import PROBLEM_FIELDS, problem_id
 from predictor.rankers import make_ranker
-from predictor.runtime import discovery, few_rows, gemv_blocks
+from predictor.runtime.choices import discovery
+from predictor.runtime.lowerings import few_rows, gemv_blocks
 from predictor.artifacts.schema import DatasetError, read_dataset, write_dataset, write_parquet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -387,7 +388,7 @@ def test_a_new_model_the_loaders_would_refuse_never_replaces_a_good_one(lgbm_fol
 @pytest.fixture
 def no_compile(monkeypatch):
     """export's compile, replaced by a failure: a test passes only if the refusal comes before it."""
-    from predictor.runtime import compiling
+    from predictor.runtime import compile as compiling
 
     def never(*args, **kwargs):
         raise AssertionError("the compile ran")

@@ -22,7 +22,7 @@ from collectors.in_program import collect as in_program
 from collectors.in_program import decisions
 from predictor.core.device import DeviceInfo
 from predictor.runtime.compile import recommended_settings
-from predictor.runtime.hook import GemmPruner
+from predictor.runtime.choices.pruner import GemmPruner
 from predictor.runtime.choices.policy import decide_one, runner_up
 from predictor.testing import fakes
 
@@ -101,7 +101,7 @@ def test_the_observer_records_each_decision_and_its_runner_up(caplog):
         raise RuntimeError("boom")
 
     p.decision_observer = broken
-    with caplog.at_level(logging.WARNING, logger="predictor.runtime.hook"):
+    with caplog.at_level(logging.WARNING, logger="predictor.runtime.choices"):
         assert p.filter(choices, inputs(64, 768, 3072), "mm") == [choices[0]]  # the decision stands
         assert p.filter(choices, inputs(32, 768, 3072), "mm") == [choices[0]]
     assert [m for m in caplog.messages if "boom" in m] == [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from predictor import label_store
+from predictor.artifacts import label_store
 from predictor.artifacts.label_store import part_paths, read_store, shard_of
 from predictor.runtime.choices.feedback import LabelRecorder
 from predictor.artifacts.schema import read_dataset, validate_frame
@@ -195,7 +195,7 @@ def test_the_default_store_is_per_user_and_per_gpu(monkeypatch, tmp_path):
 @pytest.fixture()
 def pretend_gpu(monkeypatch):
     """This CPU recorded as a GPU (its benchmarks are CPU timings: only what reaches the store is checked)."""
-    from predictor.runtime import feedback
+    from predictor.runtime.choices import feedback
 
     monkeypatch.setattr(feedback, "this_device", lambda: (GPU, CC))
     yield

@@ -26,7 +26,7 @@ def registered(monkeypatch):
     predictor.uninstall()
 
 
-def test_a_registered_lowering_takes_effect_in_a_cpu_compile(registered):
+def test_a_registered_lowering_takes_effect_in_a_cpu_compile(registered, no_compile_caches):
     torch._dynamo.reset()
     a, b = torch.randn(6, 10), torch.randn(10, 3)
     out = predictor.compile(lambda x, y: (x @ y).relu(), cudagraphs=False)(a, b)
@@ -34,7 +34,7 @@ def test_a_registered_lowering_takes_effect_in_a_cpu_compile(registered):
     assert (6, 10, 3) in example_lowering.SEEN
 
 
-def test_an_unregistered_lowering_is_never_entered(monkeypatch):
+def test_an_unregistered_lowering_is_never_entered(monkeypatch, no_compile_caches):
     example_lowering.SEEN.clear()
     torch._dynamo.reset()
     a, b = torch.randn(5, 7), torch.randn(7, 2)

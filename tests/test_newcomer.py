@@ -17,7 +17,8 @@ import torch
 
 import predictor
 from predictor import cli
-from predictor.runtime import compiling, discovery, installing
+from predictor.runtime import compile as compiling, install as installing
+from predictor.runtime.choices import discovery
 from predictor.artifacts.schema import write_dataset
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 

@@ -12,13 +12,13 @@ import pyarrow as pa
 import pytest
 
 import predictor
-from predictor.artifacts import load_runtime_model, read_metadata
+from predictor.artifacts.model_folder import load_runtime_model, read_metadata
 from predictor.cli import main
 from predictor.core.device import DeviceInfo
 from predictor.artifacts.label_store import part_paths, shard_of, write_part
 from predictor.offline.refit import RefitRefused, fold_rows, fold_stores, refit
 from predictor.offline.train import train
-from predictor.runtime import discovery, local_models
+from predictor.runtime.choices import discovery, local_models
 from predictor.artifacts.schema import COLUMNS, read_dataset, write_dataset
 from predictor.testing.synthetic import DEVICE as DEVICE_DICT, METADATA, synthetic_dataset
 

@@ -12,15 +12,16 @@ import torch
 from predictor.core.candidate import to_template_kwargs
 from predictor.core.device import DeviceInfo
 from predictor.core.problem import Problem
-from predictor.runtime import hook
-from predictor.runtime.hook import GemmPruner, HookSettings
+from predictor.artifacts.model_folder import read_metadata
+from predictor.runtime.choices.pruner import GemmPruner
+from predictor.runtime.choices.settings import HookSettings
 from predictor.spaces import FROZEN, configs, enumerate_space
 from predictor.spaces.configs import newest_tested, untested_torch
 from predictor.testing import fakes
 
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm-all"
 PROBLEM = Problem("mm", 512, 768, 3072, "float16")
-DEVICE = DeviceInfo.from_metadata(hook.read_metadata(SHIPPED))
+DEVICE = DeviceInfo.from_metadata(read_metadata(SHIPPED))
 
 
 def fake_choices(problem: Problem) -> list:
@@ -89,7 +90,8 @@ def test_a_newer_torch_compiles_without_the_rewrites(monkeypatch, no_compile_cac
     """The short-K padding (made to act on CPU float64 here) is one of the rewrites of what Inductor sees: on a
     tested torch the compile pads, on a newer one it multiplies as plain does, output unchanged."""
     import predictor
-    from predictor.runtime import installing, pad_k
+    from predictor.runtime import install as installing
+    from predictor.runtime.lowerings import pad_k
 
     if newer:
         _report_a_newer_torch(monkeypatch)

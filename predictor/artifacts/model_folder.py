@@ -320,7 +320,7 @@ def _checked_pair(folder: Path, expect_device: DeviceInfo | None) -> tuple[dict[
     or a model file gone, is therefore read again after a short pause, ``_PAIR_READS`` times: a swap takes
     milliseconds, a corrupt folder stays corrupt on every read."""
     for attempt in range(_PAIR_READS):
-        meta, spec = _checked_metadata(folder, expect_device, _read_metadata(folder)[1])
+        meta, spec = _checked_metadata(folder, expect_device)
         try:
             model_file, payload = _verified_model_file(folder, meta)
             return meta, spec, model_file, payload

@@ -251,7 +251,7 @@ def this_store() -> Path:
 
 
 def _shipped_for(summary: dict[str, Any]) -> Path:
-    from ..runtime.discovery import find_model, shipped_roots
+    from ..runtime.choices.discovery import find_model, shipped_roots
 
     dev = summary.get("device") or {}
     device = DeviceInfo(gpu=summary["gpu"], cc=str(summary["cc"]), sm_count=int(dev.get("sm_count", 0)),

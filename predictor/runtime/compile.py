@@ -330,7 +330,7 @@ def _check_model_folder(predictor_model: str | os.PathLike | None) -> None:
         return
     from pathlib import Path
 
-    from ..artifacts import METADATA_FILE
+    from ..artifacts.model_folder import METADATA_FILE
 
     folder = Path(predictor_model)
     if not folder.is_dir():

@@ -225,7 +225,7 @@ def recorder_for(store: str | Path | None, device: tuple[str, str] | None = None
     if recorder is None:
         props = None
         try:
-            from ..device import DeviceInfo
+            from ...core.device import DeviceInfo
 
             props = DeviceInfo.from_torch().to_dict() if device == this_device() else None
         except Exception:  # noqa: BLE001 -- the name and capability are enough to label rows
