@@ -44,7 +44,8 @@ def test_token_mixing_gemms_are_ranked_by_the_region_model():
         torch._dynamo.reset()
     torch.testing.assert_close(out, expected, atol=2e-2, rtol=2e-2)
     assert stats["fallbacks"] == {}
-    if find_model(device, region=SHORT_UNALIGNED) is None:
+    # predictor.compile takes a region model of the same architecture where this GPU has none (allow_similar_gpu)
+    if find_model(device, region=SHORT_UNALIGNED, allow_similar=True) is None:
         assert stats["region_scored"] == 0  # no region model for this GPU: the main model ranks them
     else:  # fc2 (N = 196); fc1's K = 196 is padded to 200 (runtime.pad_k), which takes it out of the region
         assert stats["region_scored"] == 1
