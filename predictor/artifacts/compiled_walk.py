@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from .cache_dir import cache_dir
+
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("tree_walk.c")
@@ -59,11 +61,6 @@ _private: Path | None = None  # this process's own build folder, when the shared
 
 class UnsafeLibrary(Exception):
     """A cached library (or its folder) that must not be loaded: foreign, writable by others, or not what was built."""
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "gemm-predictor"
 
 
 def _uid() -> int:

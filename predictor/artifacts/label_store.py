@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .cache_dir import folder_in_cache
+
 log = logging.getLogger(__name__)
 
 STORE_FORMAT = "gemm-predictor/label-part/1"
@@ -53,11 +55,7 @@ def gpu_slug(gpu: str) -> str:
 
 
 def labels_root() -> Path:
-    env = os.environ.get(LABELS_ENV)
-    if env:
-        return Path(env).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "gemm-predictor" / "labels"
+    return folder_in_cache(LABELS_ENV, "labels")
 
 
 def default_store(gpu: str) -> Path:

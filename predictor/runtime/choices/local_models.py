@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ...artifacts.cache_dir import folder_in_cache
 from ...artifacts.model_folder import METADATA_FILE, read_metadata
 from ...core.device import DeviceInfo
 
@@ -25,11 +26,7 @@ _said: set[str] = set()
 
 
 def local_models_root() -> Path:
-    env = os.environ.get(LOCAL_MODELS_ENV)
-    if env:
-        return Path(env).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "gemm-predictor" / "models"
+    return folder_in_cache(LOCAL_MODELS_ENV, "models")
 
 
 def _once(key: str, message: str, *args: Any) -> None:
