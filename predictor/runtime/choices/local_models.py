@@ -10,7 +10,6 @@ again). Runtime code: reads metadata only.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
