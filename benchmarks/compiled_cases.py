@@ -18,7 +18,7 @@ def time_compiled(compiled: dict[str, Callable[[Any], Any]], x: Any, reference: 
     import triton.testing
 
     import predictor
-    from predictor.runtime import install as installing
+    from predictor.runtime.choices import installed
 
     record: dict[str, float] = {}
     try:
@@ -29,7 +29,7 @@ def time_compiled(compiled: dict[str, Callable[[Any], Any]], x: Any, reference: 
                 record[key] = 1000.0 * triton.testing.do_bench_cudagraph(lambda: fn(x), rep=rep,
                                                                           return_mode="median")
     finally:
-        while installing._STACK:
+        while installed._STACK:
             predictor.uninstall()
         torch._dynamo.reset()
     return record

@@ -135,7 +135,8 @@ def test_the_hint_floor_is_in_the_hooks_cache_key():
 def test_a_dynamic_graph_compiles_and_matches_eager_under_the_hints():
     import predictor
 
-    from predictor.runtime import install as installing
+
+    from predictor.runtime.choices import installed
 
     torch._dynamo.reset()
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
@@ -146,7 +147,7 @@ def test_a_dynamic_graph_compiles_and_matches_eager_under_the_hints():
                 x = torch.randn(rows, 16)
                 torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
     finally:
-        while installing._STACK:  # predictor.compile's hook stays for the compiled model's later graphs
+        while installed._STACK:  # predictor.compile's hook stays for the compiled model's later graphs
             predictor.uninstall()
         torch._dynamo.reset()
 

@@ -29,7 +29,8 @@ from predictor.artifacts import compiled_walk
 from predictor.artifacts.model_folder import METADATA_FILE, ModelError, load_model, load_runtime_model, read_metadata, save_model
 from predictor.cli import main
 from predictor.core.device import DeviceInfo
-from predictor.artifacts.lgbm_text import ModelTextError, load_text_forest, parse_text_forest
+from predictor.artifacts.lgbm_text import ModelTextError
+from predictor.artifacts.model_check import load_text_forest, parse_text_forest
 from predictor.offline import metrics as offline_metrics
 from predictor.offline import shipped
 from predictor.core.problem import problem_id

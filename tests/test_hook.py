@@ -26,7 +26,7 @@ from predictor.core.device import DeviceInfo
 from predictor.core.problem import Problem
 from predictor.rankers import make_ranker
 from predictor.runtime.choices import discovery, pruner as hook, gemm_inputs as inductor_inputs
-from predictor.runtime import install as installing
+from predictor.runtime.choices import installed
 from predictor.runtime.choices.discovery import find_model
 from predictor.runtime.choices.gemm_inputs import problem_from_inputs
 from predictor.runtime.choices import filtering
@@ -503,13 +503,13 @@ def test_compile_with_dynamic_shapes_reads_size_hints():
     torch._dynamo.reset()
     try:
         with config.patch(inductor_choices_class=p, fx_graph_cache=False, max_autotune_gemm_backends="ATEN"):
-            installing._drop_cached_choices()
+            installed._drop_cached_choices()
             mm = torch.compile(lambda x, y: x @ y, mode="max-autotune-no-cudagraphs", dynamic=True)
             torch.testing.assert_close(mm(a, b), a @ b)
             bmm = torch.compile(torch.bmm, mode="max-autotune-no-cudagraphs")
             torch.testing.assert_close(bmm(ba, bb), torch.bmm(ba, bb))
     finally:
-        installing._drop_cached_choices()
+        installed._drop_cached_choices()
         torch._dynamo.reset()
     assert Problem("mm", 40, 32, 48, "float32", align=16) in seen
     assert Problem("bmm", 40, 32, 48, "float32", b=3, layout_b="col", align=16) in seen
@@ -739,17 +739,17 @@ def test_cutlass_choices_are_cut_to_the_best_kernels_in_inductors_preprocessing_
     choices = [Caller("mm"), Caller("triton_mm_1", "BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, num_stages=3, num_warps=4")]
     choices += [cutlass(t, s) for t in ("64x64x64", "128x128x64", "256x128x64") for s in (1, 2, 4, 8)]
     with predictor.pruning(model_root / "syn-lgbm-all", top_k=2, cutlass_top_k=1, _device=DEVICE) as p:
-        assert installing._preprocess_with_installed in select_algorithm.get_algorithm_selector_cache().preprocessing_fns
-        kept = installing._preprocess_with_installed(choices)
+        assert installed._preprocess_with_installed in select_algorithm.get_algorithm_selector_cache().preprocessing_fns
+        kept = installed._preprocess_with_installed(choices)
     # aten and Triton untouched; one CUTLASS kernel left, with all four swizzles (they share its compile)
     assert kept[:2] == choices[:2] and len(kept) == 6 and len({c.name for c in kept[2:]}) == 1
     assert p.stats()["cutlass_considered"] == 3 and p.stats()["cutlass_kept"] == 1
-    assert installing._preprocess_with_installed(choices) == choices  # nothing installed: a no-op
+    assert installed._preprocess_with_installed(choices) == choices  # nothing installed: a no-op
     with predictor.pruning(model_root / "syn-lgbm-all", _device=DEVICE):
-        assert installing._preprocess_with_installed(choices) == choices  # cutlass_top_k=None: untouched
+        assert installed._preprocess_with_installed(choices) == choices  # cutlass_top_k=None: untouched
     for policy in ("decide", "tune"):  # the decision saw no CUTLASS kernel: none is benchmarked beside it
         with predictor.pruning(model_root / "syn-lgbm-all", policy=policy, _device=DEVICE):
-            assert installing._preprocess_with_installed(choices) == choices[:2]
+            assert installed._preprocess_with_installed(choices) == choices[:2]
     with pytest.raises(ValueError, match="cutlass_top_k"):
         HookSettings(cutlass_top_k=0)
 

@@ -17,7 +17,8 @@ from predictor.testing.synthetic import METADATA
 from predictor.core import features
 from predictor.core.candidate import CANDIDATE_FIELDS, Candidate, from_template_kwargs
 from predictor.core.device import DeviceInfo
-from predictor.core.features import feature_matrix, ranker_rows, runtime_feature_matrix
+from predictor.core.features import feature_matrix, ranker_rows
+from predictor.core.runtime_features import runtime_feature_matrix
 from predictor.core.problem import Problem, problem_from_row
 from predictor.artifacts.schema import read_dataset
 

@@ -14,7 +14,7 @@ from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 from predictor.artifacts.model_folder import METADATA_FILE, ModelError, load_model, load_runtime_model, read_metadata, save_model
 from predictor.core.device import DeviceInfo
-from predictor.artifacts.lgbm_text import TEXT_FOREST_SIGNS, TextForestRanker
+from predictor.artifacts.model_check import TEXT_FOREST_SIGNS, TextForestRanker
 from predictor.rankers import make_ranker
 from predictor.rankers.lgbm import LGBMRankerModel, LGBMRegressorModel
 from predictor.rankers.tree import TreeRanker

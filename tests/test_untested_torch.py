@@ -89,7 +89,8 @@ def test_a_newer_torch_compiles_without_the_rewrites(monkeypatch, no_compile_cac
     """The short-K padding (made to act on CPU float64 here) is one of the rewrites of what Inductor sees: on a
     tested torch the compile pads, on a newer one it multiplies as plain does, output unchanged."""
     import predictor
-    from predictor.runtime import installing, pad_k
+    from predictor.runtime.lowerings import pad_k
+    from predictor.runtime.choices import installed
 
     if newer:
         _report_a_newer_torch(monkeypatch)
@@ -106,7 +107,7 @@ def test_a_newer_torch_compiles_without_the_rewrites(monkeypatch, no_compile_cac
             torch.testing.assert_close(predictor.compile(module, cudagraphs=False)(x), module(x))
     finally:
         torch._dynamo.reset()
-        while installing._STACK:
+        while installed._STACK:
             predictor.uninstall()
     assert pad_k.padded_k_count() - before == (0 if newer else 1)
     assert sum("newer than every torch" in r.getMessage() for r in caplog.records) == (1 if newer else 0)

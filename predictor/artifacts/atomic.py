@@ -25,6 +25,7 @@ import ctypes
 import errno
 import json
 import logging
+import math
 import os
 import secrets
 import shutil
@@ -438,3 +439,11 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     with staged_file(path) as tmp:
         tmp.write_text(text)
     return Path(path)
+
+
+def check_positive(value: Any, key: str, integer: bool = False) -> None:
+    """A size or a time the choice takes logs and ratios of: a finite number > 0 (an integer for a size). A zero, a
+    negative or a NaN there would raise inside every compile that reads the table, or pick at random."""
+    number = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{key} is {value!r:.40}, not a {'whole' if integer else 'finite'} number > 0")
