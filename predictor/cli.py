@@ -48,7 +48,7 @@ def model_folder(text: str) -> str:
     path = Path(text)
     if path.exists() or path.is_absolute() or len(path.parts) != 2 or path.parts[0] != "models":
         return text
-    from .runtime.discovery import shipped_roots
+    from .artifacts.roots import shipped_roots
 
     for root in shipped_roots():
         if (root / path.parts[1]).is_dir():
@@ -137,7 +137,7 @@ def _refuse_shipped_folder(out: str, force: bool) -> None:
     """A new model folder inside the package's ``models/`` would ship in the next wheel, could be found by the hook
     for its GPU in place of the shipped model (``discovery.find_model``), and fails the tests that hold every model
     there to its card: refused unless ``--force`` (how the shipped models themselves are retrained)."""
-    from .runtime.discovery import shipped_roots
+    from .artifacts.roots import shipped_roots
 
     parent = Path(out).expanduser().resolve().parent
     root = next((r for r in shipped_roots() if Path(r).resolve() == parent), None)

@@ -123,12 +123,13 @@ def test_a_reduction_kernel_is_written_with_its_own_hints():
 def test_the_hint_floor_is_in_the_hooks_cache_key():
     from torch._inductor import config
 
-    from predictor.runtime.choices.pruner import GemmPruner
+    from predictor.runtime import compile
     from predictor.runtime.choices.settings import HookSettings
 
-    first = GemmPruner(HookSettings(model=None)).uuid()
+    pruner = compile.pruner_for(HookSettings(model=None))  # the pruner predictor.compile makes, with its lowerings
+    first = pruner.uuid()
     with config.patch(unbacked_symint_fallback=1024):
-        assert GemmPruner(HookSettings(model=None)).uuid() != first
+        assert pruner.uuid() != first
 
 
 @pytest.mark.skipif(not hasattr(torch, "compile"), reason="no torch.compile")

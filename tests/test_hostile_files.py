@@ -26,8 +26,8 @@ from predictor.testing.model_text import with_tree_sizes
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 from collectors.in_program import redecide
-from predictor import atomic, compiled_walk, lgbm_text
-from predictor.artifacts import ModelError, load_model, load_runtime_model, read_metadata, save_model
+from predictor.artifacts import atomic, compiled_walk, lgbm_text, model_check
+from predictor.artifacts.model_folder import ModelError, load_model, load_runtime_model, read_metadata, save_model
 from predictor.cli import main
 from predictor.core.device import DeviceInfo
 from predictor.offline import export, few_rows_fit, gemv_blocks_fit
@@ -178,7 +178,7 @@ def test_redecide_reads_an_agreement_problem_as_data_never_as_code(tmp_path):
 
 LOADERS = """
     import sys
-    from predictor.artifacts import ModelError, load_model, load_runtime_model
+    from predictor.artifacts.model_folder import ModelError, load_model, load_runtime_model
     for load in (load_runtime_model, load_model):
         try:
             load(sys.argv[1] if len(sys.argv) > 1 else {folder!r})
@@ -313,7 +313,7 @@ def test_a_forest_past_the_tree_and_slot_caps_is_refused_by_every_loader(lgbm_fo
             load(many)
         one_line(str(info.value), many / "model.lgbm.txt")
     fine = _one_leaf_forest(text, 300)
-    assert len(lgbm_text.parse_text_forest(fine).roots) == 300
+    assert len(model_check.parse_text_forest(fine).roots) == 300
     wide_tree = lgbm_text.MAX_SLOTS // (2 * 300) + 1  # leaves: 300 trees padded to this width pass the cap
     assert wide_tree < lgbm_text._MAX_LEAVES
     nodes = wide_tree - 1  # a chain: split i sends left to leaf i, right to split i+1

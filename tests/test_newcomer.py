@@ -17,6 +17,7 @@ import torch
 
 import predictor
 from predictor import cli
+from predictor.artifacts import roots
 from predictor.runtime import compile
 from predictor.runtime.choices import discovery, installed
 from predictor.artifacts.schema import write_dataset
@@ -129,7 +130,7 @@ def test_train_prints_its_metrics_as_one_json_document(tmp_path, capsys):
 def test_train_into_the_shipped_models_folder_needs_force(tmp_path, monkeypatch, capsys):
     shipped = tmp_path / "shipped"
     shipped.mkdir()
-    monkeypatch.setattr(discovery, "shipped_roots", lambda: [shipped])
+    monkeypatch.setattr(roots, "shipped_roots", lambda: [shipped])
     data = write_dataset(synthetic_dataset(60, seed=1), tmp_path / "d.parquet", METADATA)
     argv = ["train", "--dataset", str(data), "--ranker", "tree", "--out", str(shipped / "mine")]
     assert cli.main(argv) == 2

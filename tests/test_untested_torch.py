@@ -12,15 +12,15 @@ import torch
 from predictor.core.candidate import to_template_kwargs
 from predictor.core.device import DeviceInfo
 from predictor.core.problem import Problem
-from predictor.runtime import hook
-from predictor.runtime.hook import GemmPruner, HookSettings
+from predictor.artifacts.metadata import read_metadata
+from predictor.runtime.choices.pruner import GemmPruner, HookSettings
 from predictor.spaces import FROZEN, configs, enumerate_space
 from predictor.spaces.configs import newest_tested, untested_torch
 from predictor.testing import fakes
 
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm-all"
 PROBLEM = Problem("mm", 512, 768, 3072, "float16")
-DEVICE = DeviceInfo.from_metadata(hook.read_metadata(SHIPPED))
+DEVICE = DeviceInfo.from_metadata(read_metadata(SHIPPED))
 
 
 def fake_choices(problem: Problem) -> list:

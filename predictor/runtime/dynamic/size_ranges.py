@@ -44,6 +44,9 @@ def representatives(bounds: Sequence[int] = BOUNDS) -> tuple[int, ...]:
 
 
 REPRESENTATIVE = representatives()
+
+
+@functools.cache
 def _ops() -> Any:
     """Define the per-range ops and their lowerings, once per process."""
     import torch
