@@ -26,7 +26,7 @@ from predictor.testing.model_text import with_tree_sizes
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 from collectors.in_program import redecide
-from predictor.artifacts import atomic, compiled_walk, lgbm_text, model_check
+from predictor.artifacts import atomic, compiled_walk, lgbm_text, model_check, reading
 from predictor.artifacts.model_folder import ModelError, load_model, load_runtime_model, read_metadata, save_model
 from predictor.cli import main
 from predictor.core.device import DeviceInfo
@@ -286,7 +286,7 @@ def test_a_per_gpu_table_over_its_cap_is_refused_before_it_is_read(tmp_path, cap
     tables = tmp_path / "root" / gemv_table.TABLE_FOLDER
     tables.mkdir(parents=True)
     with open(tables / "nvidia-h200.json", "wb") as handle:
-        handle.truncate(atomic.TABLE_BYTES + 1)
+        handle.truncate(reading.TABLE_BYTES + 1)
     gemv_table._table.cache_clear()
     assert gemv_table._table("NVIDIA H200", "9.0", (str(tmp_path / "root"),)) == ((), None)
     assert any("more than a GEMV block table may hold" in r.getMessage() for r in caplog.records)

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from predictor.artifacts.model_folder import load_runtime_model
-from predictor.artifacts.atomic import DOCUMENT_BYTES, read_json
+from predictor.artifacts.reading import DOCUMENT_BYTES, read_json
 from predictor.core.device import DeviceInfo
 from predictor.core.runtime_features import runtime_feature_matrix
 from predictor.core.problem import Problem

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .atomic import METADATA_BYTES, InputError, MissingInput, parse_json, read_regular
+from .reading import METADATA_BYTES, InputError, MissingInput, parse_json, read_regular
 
 METADATA_FILE = "metadata.json"
 

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .atomic import MODEL_BYTES, InputError, MissingInput, read_regular
+from .reading import MODEL_BYTES, InputError, MissingInput, read_regular
 from ..core.device import DeviceInfo
 from ..core.feature_names import model_feature_count
 from ..core.features import feature_matrix
 from .lgbm_text import ModelTextError, check_model_text
 from .metadata import ModelError, _one_line, _read_metadata, read_metadata
-from .schema import SCHEMA_VERSION, device_fault
+from .dataset_rules import SCHEMA_VERSION, device_fault
 from .text_forest import TextForest, forest_of
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def _is_number(value: Any) -> bool:
 
 
 def check_device(device: DeviceInfo, where: str) -> None:
-    """The device numbers of a model's metadata are plausible (``predictor.artifacts.schema.device_fault``), else ModelError."""
+    """The device numbers of a model's metadata are plausible (``dataset_rules.device_fault``), else ModelError."""
     fault = device_fault(device)
     if fault:
         raise ModelError(f"{where}: {fault}")

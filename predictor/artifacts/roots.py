@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .atomic import TABLE_BYTES, InputError, read_json
+from .reading import TABLE_BYTES, InputError, read_json
 
 MODELS_ENV = "GEMM_PREDICTOR_MODELS"  # extra model roots (os.pathsep-separated), searched first
 

@@ -29,8 +29,7 @@ import numpy as np
 
 from .candidate import CANDIDATE_FIELDS, NUMERIC_FIELDS, Candidate
 from .device import DeviceInfo
-from .feature_names import (ATEN_OPS, DTYPES, FAMILIES, FEATURE_NAMES, FP8_DTYPES, N_FEATURES, OPS, SCALED_OPS,
-                            model_feature_count)
+from .feature_names import ATEN_OPS, DTYPES, FAMILIES, FEATURE_NAMES, FP8_DTYPES, N_FEATURES, OPS, SCALED_OPS
 from .problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
 
 if TYPE_CHECKING:

@@ -37,7 +37,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..artifacts.atomic import DOCUMENT_BYTES, OutputError, check_output_file, claim_output, read_regular, write_text
+from ..artifacts.atomic import OutputError, check_output_file, claim_output, write_text
+
+from ..artifacts.reading import DOCUMENT_BYTES, read_regular
 
 log = logging.getLogger(__name__)
 

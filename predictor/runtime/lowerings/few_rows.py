@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from ...artifacts.atomic import TABLE_BYTES, InputError, check_positive, parse_json, read_regular
+from ...artifacts.reading import TABLE_BYTES, InputError, check_positive, parse_json, read_regular
 from ...artifacts.roots import for_this_gpu, table_path
 from ..compile_state import pow2_ceil, static_int
 from .tables import added_entries, decomposition_tables

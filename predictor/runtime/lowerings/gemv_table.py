@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...artifacts.atomic import TABLE_BYTES, InputError, check_positive, parse_json, read_regular
+from ...artifacts.reading import TABLE_BYTES, InputError, check_positive, parse_json, read_regular
 from ...artifacts.roots import for_this_gpu, table_path
 from ..compile_state import pow2_ceil
 
