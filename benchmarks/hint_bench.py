@@ -41,7 +41,7 @@ def hints_for(mode: str, fam) -> list[int]:
     if mode == "fixed":
         return list(FIXED)
     from predictor.core.problem import Problem
-    from predictor.offline.hint_eval import suggest_hints
+    from predictor.runtime.dynamic.hints import suggest_hints
 
     n, k, dtype, lb = fam
     return suggest_hints([Problem("int_mm" if dtype == "int8" else "mm", 1, n, k, dtype, layout_b=lb)])

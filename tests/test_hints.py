@@ -87,8 +87,7 @@ def test_suggest_hints_with_the_shipped_model():
     from pathlib import Path
 
     from predictor.artifacts.model_folder import read_metadata
-    from predictor.offline.hint_eval import suggest_hints
-    from predictor.runtime.dynamic.hints import HINT_GRID
+    from predictor.runtime.dynamic.hints import HINT_GRID, suggest_hints
 
     shipped = Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm-all"
     h200 = DeviceInfo.from_metadata(read_metadata(shipped))

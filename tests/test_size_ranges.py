@@ -13,7 +13,7 @@ import torch
 from torch._inductor.utils import run_and_get_code
 
 import predictor
-from predictor.runtime.choices import gemm_inputs as inductor_inputs
+from predictor.runtime.choices import gemm_inputs
 from predictor.runtime import compile_state
 from predictor.runtime.dynamic import size_ranges as sr
 from predictor.testing.fakes import FakeInputs, FakeNode
@@ -75,19 +75,19 @@ def test_the_decompositions_are_restored_on_exit_and_on_an_error():
 def test_the_hook_judges_a_ranged_gemm_at_the_ranges_m_not_the_graphs_hint(monkeypatch):
     s0 = sympy.Symbol("s0", positive=True, integer=True)
     hints = {s0: 300}
-    monkeypatch.setattr(inductor_inputs, "_hints",
+    monkeypatch.setattr(gemm_inputs, "_hints",
                         lambda exprs: tuple(int(hints.get(e, e)) if isinstance(e, sympy.Expr) else int(e)
                                             for e in exprs))
     bf16 = torch.bfloat16
     inputs = FakeInputs(FakeNode((s0, 4096), (4096, 1), bf16), FakeNode((4096, 1024), (1, 4096), bf16))
-    assert inductor_inputs.problem_from_inputs(inputs, "mm").m == 300  # outside a range: the graph's hint
+    assert gemm_inputs.problem_from_inputs(inputs, "mm").m == 300  # outside a range: the graph's hint
     with compile_state.judged_at(33):
-        assert inductor_inputs.problem_from_inputs(inputs, "mm").m == 33
+        assert gemm_inputs.problem_from_inputs(inputs, "mm").m == 33
     with compile_state.judged_at(sr.PLAIN):  # above the last range: plain's lowering, the hint as before
-        assert inductor_inputs.problem_from_inputs(inputs, "mm").m == 300
+        assert gemm_inputs.problem_from_inputs(inputs, "mm").m == 300
     static = FakeInputs(FakeNode((8, 4096), (4096, 1), bf16), FakeNode((4096, 1024), (1, 4096), bf16))
     with compile_state.judged_at(33):
-        assert inductor_inputs.problem_from_inputs(static, "mm").m == 8  # a static M is never replaced
+        assert gemm_inputs.problem_from_inputs(static, "mm").m == 8  # a static M is never replaced
 
 
 def test_size_ranges_must_be_a_bool():

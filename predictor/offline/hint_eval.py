@@ -15,8 +15,8 @@ import pandas as pd
 
 from ..core.candidate import parse_key
 from ..core.device import DeviceInfo
-from ..core.problem import Problem, problem_from_row
-from ..runtime.dynamic.hints import FIXED_HINTS, HINT_GRID, MAX_HINTS, MIN_GAIN, choose_hints, runtime_sizes
+from ..core.problem import problem_from_row
+from ..runtime.dynamic.hints import FIXED_HINTS, HINT_GRID, MAX_HINTS, MIN_GAIN, choose_hints
 
 SWEEP_FAMILY = ["op", "b", "n", "k", "dtype", "out_dtype", "layout_a", "layout_b", "align"]
 
@@ -120,42 +120,3 @@ def evaluate_hint_choice(rows: pd.DataFrame, ranker: Any, device: DeviceInfo, gr
         result["any-kernels kernels"] = len(ceiling_kernels)
         out.append(result)
     return pd.DataFrame(out)
-
-
-def suggest_hints(gemms: Sequence[Problem], model: str | None = None, device: DeviceInfo | None = None,
-                  grid: Sequence[int] = HINT_GRID, runtime: tuple[int, int] = (1, 16384),
-                  max_hints: int = MAX_HINTS, min_gain: float = MIN_GAIN) -> list[int]:
-    """``config.multi_kernel_hints`` for a program whose dynamic-M GEMMs are ``gemms`` (their M is ignored):
-    the union of each GEMM's predicted hints over ``runtime``.
-
-    Inductor compiles one kernel per hint in that global list for every dynamic GEMM, so this, not the
-    choice filter, is what cuts the kernels compiled. Each hint's kernel is the model's favourite among
-    Inductor's own candidates at M = hint (``predictor.spaces``). ``model``: a model folder (default: the
-    shipped one for ``device``, itself defaulting to this GPU)."""
-    from dataclasses import replace
-
-    from ..artifacts.model_folder import load_model
-    from ..runtime.choices.discovery import _this_gpu, find_model
-    from ..spaces import enumerate_space
-
-    device = device or _this_gpu()
-    if device is None:
-        raise RuntimeError("suggest_hints needs the GPU to rank for: no CUDA device, pass device=")
-    folder = model or find_model(device, allow_similar=True)
-    if folder is None:
-        raise FileNotFoundError(f"no model for {device.gpu} (cc {device.cc}); pass model=")
-    ranker, meta = load_model(folder)
-    rank_device = DeviceInfo.from_metadata(meta)
-    sizes = runtime_sizes(*runtime)
-    chosen: set[int] = set()
-    for gemm in gemms:
-        kernel_at = {}
-        for h in grid:
-            at_h = replace(gemm, m=int(h))
-            # the hint's kernel is a Triton template (multi-kernel never dispatches to cuBLAS)
-            cands = [c for c in enumerate_space(at_h, meta.get("space", "default"), device) if c.family != "aten"]
-            records = [{**at_h.to_dict(), **c.to_dict()} for c in cands]
-            scores = ranker.score(pd.DataFrame(records), rank_device)
-            kernel_at[h] = cands[int(np.argmax(scores))]
-        chosen.update(choose_hints(ranker, rank_device, gemm, kernel_at, sizes, max_hints, min_gain))
-    return sorted(chosen)
