@@ -25,7 +25,7 @@ def registered(monkeypatch):
     predictor.uninstall()
 
 
-def test_a_registered_lowering_takes_effect_in_a_cpu_compile(registered):
+def test_a_registered_lowering_takes_effect_in_a_cpu_compile(registered, no_compile_caches):
     torch._dynamo.reset()
     a, b = torch.randn(6, 10), torch.randn(10, 3)
     out = predictor.compile(lambda x, y: (x @ y).relu(), cudagraphs=False)(a, b)

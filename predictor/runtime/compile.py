@@ -86,7 +86,8 @@ def lowerings_digest() -> str:
 
 def pruner_for(settings: HookSettings) -> GemmPruner:
     """The pruner every ``predictor.compile`` of these settings uses, made (and its model loaded) at the first:
-    compiles of the same settings share it, so alternating settings keep one pruner (one model) each."""
+    compiles of the same settings share it, so alternating settings keep one pruner (one model) each, until
+    ``predictor.uninstall()`` (``prepare``)."""
     pruner = _PRUNERS.get(settings)
     if pruner is None:
         pruner = _PRUNERS.setdefault(settings, GemmPruner(settings, load=load_runtime_model,
@@ -282,6 +283,10 @@ def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | 
         cudagraphs = bool(merged.pop("triton.cudagraphs"))
     _check_options(merged, where)  # before installing anything: a refused call leaves no hook behind
     _check_model_folder(predictor_model)
+    if not any(entry.by_compile for entry in installed._STACK):
+        # predictor.uninstall() took the compiles' hook out: later compiles start afresh (new counters, the model
+        # read again), while every object compiled before keeps its own pruner
+        _PRUNERS.clear()
     pruner = pruner_for(recommended_settings(predictor_model, decide_gap, fallback, tune))
     installed.push(pruner, SEARCH_SPACE[pruner.settings.space], by_compile=True)
     return merged, cudagraphs, pruner
