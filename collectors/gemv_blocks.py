@@ -45,7 +45,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from collectors.gemv import _MODELS, _VARIANTS, TOLERANCE, collect, rel_err
-from predictor.runtime.lowerings.gemv_blocks import MIN_K
+from predictor.runtime.lowerings.gemv_table import MIN_K
 
 log = logging.getLogger(__name__)
 KIND = "gemv_block_labels"
@@ -188,7 +188,7 @@ def _captured_launchers(sink: list[tuple[list[Any], tuple[Any, ...], dict[str, A
 
 def _launcher_name(launcher: Any) -> str:
     """The config name of a compiled launcher (a persistent kernel's configs carry no R0_BLOCK: named R0)."""
-    from predictor.runtime.lowerings.gemv_blocks import config_name
+    from predictor.runtime.lowerings.gemv_table import config_name
 
     return config_name({"R0_BLOCK": 0, **launcher.config.kwargs, "num_warps": launcher.config.num_warps})
 
@@ -199,7 +199,8 @@ def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
 
     from collectors.timing import time_round_robin
     from predictor.runtime.lowerings.gemv import gemv_as_reduction
-    from predictor.runtime.lowerings.gemv_blocks import GRID, PERSISTENT_GRID, GemvKernel, config_name, fits, gemv_blocks
+    from predictor.runtime.lowerings.gemv_table import GRID, PERSISTENT_GRID, GemvKernel, config_name, fits
+    from predictor.runtime.lowerings.gemv_blocks import gemv_blocks
 
     torch._dynamo.reset()
     args = _operands(p)

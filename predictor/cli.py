@@ -48,7 +48,7 @@ def model_folder(text: str) -> str:
     path = Path(text)
     if path.exists() or path.is_absolute() or len(path.parts) != 2 or path.parts[0] != "models":
         return text
-    from .runtime.choices.discovery import shipped_roots
+    from .artifacts.roots import shipped_roots
 
     for root in shipped_roots():
         if (root / path.parts[1]).is_dir():
@@ -108,7 +108,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     from .core.regions import REGIONS
 
     p.add_argument("--region", choices=REGIONS, default=None,
-                   help="fit on one region's problems alone (predictor/core/regions.py); the hook scores that region's "
+                   help="fit on one region's problems alone (predictor/regions.py); the hook scores that region's "
                         "GEMMs with it beside the GPU's main model")
 
     def run(args: argparse.Namespace) -> int:
@@ -137,7 +137,7 @@ def _refuse_shipped_folder(out: str, force: bool) -> None:
     """A new model folder inside the package's ``models/`` would ship in the next wheel, could be found by the hook
     for its GPU in place of the shipped model (``discovery.find_model``), and fails the tests that hold every model
     there to its card: refused unless ``--force`` (how the shipped models themselves are retrained)."""
-    from .runtime.choices.discovery import shipped_roots
+    from .artifacts.roots import shipped_roots
 
     parent = Path(out).expanduser().resolve().parent
     root = next((r for r in shipped_roots() if Path(r).resolve() == parent), None)
@@ -188,100 +188,6 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _add_gemv_eval(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "gemv-eval", "the GEMV rule on GEMV labels: its threshold and held-out oracle@1 beside "
-                                      "cuBLAS-only and the reduction everywhere")
-    p.add_argument("dataset", help="GEMV labels written by python -m collectors.gemv")
-
-    def run(args: argparse.Namespace) -> int:
-        from .offline.gemv_eval import evaluate, markdown, read_labels
-
-        print(markdown(*evaluate(read_labels(args.dataset))))
-        return 0
-
-    p.set_defaults(func=run)
-
-
-def _add_region_eval(sub: argparse._SubParsersAction) -> None:
-    from .core.regions import REGIONS, SHORT_UNALIGNED
-
-    p = add_command(sub, "region-eval", "a region model beside the main model: each region group held out in turn, "
-                                        "the policy oracle per decide gap")
-    p.add_argument("--main", required=True, type=model_folder, help="the GPU's main model folder, e.g. models/h100-default-lgbm-all")
-    p.add_argument("--dataset", required=True, nargs="+",
-                   help="labels of that GPU: the main model's corpus first, then the region's own labels")
-    p.add_argument("--region", choices=REGIONS, default=SHORT_UNALIGNED, help="which region (predictor/core/regions.py)")
-
-    def run(args: argparse.Namespace) -> int:
-        from .offline.region_eval import evaluate, markdown
-
-        print(markdown(evaluate(args.main, args.dataset, args.region)))
-        return 0
-
-    p.set_defaults(func=run)
-
-
-def _add_gemv_fit(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "gemv-fit", "GEMV block labels -> the runtime's block table and its held-out oracle@1")
-    p.add_argument("dataset", help="GEMV block labels written by python -m collectors.gemv_blocks")
-    p.add_argument("--out", help="write the table here (models/gemv-blocks/<gpu>.json)")
-
-    def run(args: argparse.Namespace) -> int:
-        from .offline.gemv_blocks_fit import run as fit
-
-        print(fit(args.dataset, args.out))
-        return 0
-
-    p.set_defaults(func=run)
-
-
-def _add_few_rows_fit(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "few-rows-fit", "few-rows labels -> the runtime's block table, each weight held out")
-    p.add_argument("dataset", help="few-rows labels written by python -m collectors.few_rows")
-    p.add_argument("--out", help="write the table here (models/few-rows/<gpu>.json)")
-    p.add_argument("--repeat", help="a second collection of the same problems (same GPU): each one's held-out "
-                                    "choices timed with the other's labels")
-    p.add_argument("--rows", type=int, default=16, help="the rows a kernel serves: 16 (the runtime's) or 32 (a "
-                                                        "report for 17-32 rows, held out; no table)")
-
-    def run(args: argparse.Namespace) -> int:
-        from .offline.few_rows_fit import run as fit
-
-        print(fit(args.dataset, args.out, args.repeat, args.rows))
-        return 0
-
-    p.set_defaults(func=run)
-
-
-def _add_grouped_fit(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "grouped-fit", "grouped-GEMM labels -> one config per band of rows per expert, held out")
-    p.add_argument("dataset", help="grouped-GEMM labels written by python -m collectors.grouped_mm")
-
-    def run(args: argparse.Namespace) -> int:
-        from .offline.grouped_mm_fit import run as fit
-
-        print(fit(args.dataset))
-        return 0
-
-    p.set_defaults(func=run)
-
-
-def _add_size_range_eval(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "size-range-eval",
-                    "one kernel per range of a symbolic M vs cuBLAS and per-size decisions, and bounds learned "
-                    "with each family held out, on a dataset's M-sweeps")
-    p.add_argument("dataset", help="a bulk dataset with M-sweep families (datasets/<gpu>/default.parquet)")
-    p.add_argument("--model", required=True, type=model_folder, help="a model folder fit on a split (its held-out families are marked)")
-
-    def run(args: argparse.Namespace) -> int:
-        from .offline.size_range_eval import run as evaluate
-
-        print(evaluate(args.dataset, args.model))
-        return 0
-
-    p.set_defaults(func=run)
-
-
 def _add_report(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "report", "compare two evaluation results (metrics.json) side by side")
     p.add_argument("--compare", nargs=2, required=True, metavar=("A", "B"), help="two metrics.json files or report dirs")
@@ -326,6 +232,14 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
         return 0
 
     p.set_defaults(func=run)
+
+
+def _report_labels(paths: list[str]) -> tuple[str, str]:
+    """Each report's folder name (a metrics.json file's folder), or the paths as given when the names clash."""
+    names = tuple((p.parent if p.suffix == ".json" else p).resolve().name or str(p) for p in map(Path, paths))
+    if names[0] != names[1]:
+        return names
+    return (paths[0], paths[1]) if paths[0] != paths[1] else (f"{paths[0]} (A)", f"{paths[1]} (B)")
 
 
 def _add_refit(sub: argparse._SubParsersAction) -> None:
@@ -379,14 +293,6 @@ def _add_refit(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _report_labels(paths: list[str]) -> tuple[str, str]:
-    """Each report's folder name (a metrics.json file's folder), or the paths as given when the names clash."""
-    names = tuple((p.parent if p.suffix == ".json" else p).resolve().name or str(p) for p in map(Path, paths))
-    if names[0] != names[1]:
-        return names
-    return (paths[0], paths[1]) if paths[0] != paths[1] else (f"{paths[0]} (A)", f"{paths[1]} (B)")
-
-
 def build_parser(plugins: Iterable[Callable[[argparse._SubParsersAction], None]] = ()) -> argparse.ArgumentParser:
     """The parser with this package's subcommands, then those of ``plugins`` and of installed entry points."""
     parser = argparse.ArgumentParser(prog="gemm-predictor", description=__doc__.splitlines()[0],
@@ -397,12 +303,9 @@ def build_parser(plugins: Iterable[Callable[[argparse._SubParsersAction], None]]
     _add_train(sub)
     _add_evaluate(sub)
     _add_report(sub)
-    _add_gemv_eval(sub)
-    _add_gemv_fit(sub)
-    _add_few_rows_fit(sub)
-    _add_region_eval(sub)
-    _add_grouped_fit(sub)
-    _add_size_range_eval(sub)
+    from .offline.table_commands import add_table_commands  # imported where the parser is built, as offline code is
+
+    add_table_commands(sub, add_command, model_folder)
     _add_export(sub)
     _add_refit(sub)
     registered = set()

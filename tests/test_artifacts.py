@@ -175,7 +175,7 @@ def copy_of(folder, dest):
 
 def test_a_model_of_the_features_before_fp8_reads_its_prefix():
     """The library appends features (fp8 dtypes and ops); a model trained before reads the leading columns."""
-    from predictor.core.features import model_feature_count
+    from predictor.core.feature_names import model_feature_count
 
     shipped = json.loads((Path(__file__).resolve().parents[1] / "models" / "h200-default-lgbm" / METADATA_FILE).read_text())
     assert len(shipped["feature_names"]) < len(FEATURE_NAMES)  # trained before the fp8 features

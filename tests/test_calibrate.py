@@ -87,11 +87,11 @@ def fake_collect(corpus: Path, parts: Path, clock: FakeClock, seconds_per_proble
 
 @pytest.fixture
 def setup(tmp_path, monkeypatch):
-    import predictor.artifacts.model_folder as artifacts
+    from predictor.artifacts import model_folder
 
     corpus = write_corpus(tmp_path)
     base = write_model(tmp_path, "base", ["llm:beta"])
-    monkeypatch.setattr(artifacts, "load_model", lambda folder: (HashRanker(len(Path(folder).name)),
+    monkeypatch.setattr(model_folder, "load_model", lambda folder: (HashRanker(len(Path(folder).name)),
                                                                json.loads((Path(folder) / "metadata.json").read_text())))
     return corpus, base
 

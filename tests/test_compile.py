@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import predictor
-from predictor.runtime import compile as compiling, install as installing
+from predictor.runtime import compile
+from predictor.runtime.choices import installed
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def recorded(monkeypatch):
     torch._dynamo.reset()
     yield seen
     torch._dynamo.reset()
-    while installing._STACK:
+    while installed._STACK:
         predictor.uninstall()
 
 
@@ -47,13 +48,13 @@ def test_cuda_graph_trees_on_every_graph_by_default(recorded, cudagraphs, grad, 
     assert len(recorded) == 1
     patches = recorded[0]
     assert patches["triton.cudagraphs"] is trees
-    for key, value in compiling.RECOMMENDED_OPTIONS.items():
+    for key, value in compile.RECOMMENDED_OPTIONS.items():
         assert patches[key] == value
 
 
 def test_the_backend_is_torch_compiles_own_inductor_wrapper():
     """Dynamo treats it as Inductor (cache keys, dynamo.reset clearing the CUDA graph trees, CUPTI settings)."""
-    backend = compiling._inductor_backend(dict(compiling.RECOMMENDED_OPTIONS), True)
+    backend = compile._inductor_backend(dict(compile.RECOMMENDED_OPTIONS), True)
     assert isinstance(backend, torch._TorchCompileInductorWrapper) and backend.compiler_name == "inductor"
     assert backend.config["max_autotune_gemm"] is True
 
@@ -71,13 +72,13 @@ def test_user_options_win_and_bad_arguments_are_refused_in_one_line(recorded):
         with pytest.raises(ValueError, match=words) as info:
             predictor.compile(model, **kwargs)
         assert "\n" not in str(info.value)
-    assert not installing._STACK  # a refused call installs no hook
+    assert not installed._STACK  # a refused call installs no hook
 
 
 def test_compiling_twice_with_the_same_settings_shares_one_hook(recorded):
     predictor.compile(_mlp())
     predictor.compile(_mlp())
-    assert len(installing._STACK) == 1 and installing._STACK[-1].pruner.settings == compiling.recommended_settings()
+    assert len(installed._STACK) == 1 and installed._STACK[-1].pruner.settings == compile.recommended_settings()
 
 
 @pytest.mark.parametrize("cudagraphs", [True, False])
@@ -173,7 +174,7 @@ def test_one_by_one_convolutions_stay_convolutions_as_under_plain_compile():
         assert lowering.lowerings == before  # the lowering table is restored after each compile
     finally:
         torch._dynamo.reset()
-        while installing._STACK:
+        while installed._STACK:
             predictor.uninstall()
 
 
@@ -207,19 +208,19 @@ def test_a_backward_compiled_at_its_first_call_is_lowered_under_the_patches(monk
         assert model[0].weight.grad is not None
     finally:
         torch._dynamo.reset()
-        while installing._STACK:
+        while installed._STACK:
             predictor.uninstall()
 
 
 def test_tune_installs_the_tune_policy(recorded):
     """tune=K installs policy "tune" with top K and the default's gap (what it keeps: test_hook.py,
     test_tune_benchmarks_only_the_decided_kind); the default installs "decide", one kernel per GEMM."""
-    default, tuned = compiling.recommended_settings(), compiling.recommended_settings(tune=3)
+    default, tuned = compile.recommended_settings(), compile.recommended_settings(tune=3)
     assert (default.policy, default.top_k, default.keep_aten) == ("decide", 1, False)
     assert (tuned.policy, tuned.top_k, tuned.keep_aten) == ("tune", 3, False)
     assert tuned.decide_gap == default.decide_gap
     predictor.compile(_mlp(), tune=3)
-    assert installing._STACK[-1].pruner.settings == tuned
+    assert installed._STACK[-1].pruner.settings == tuned
 
 
 def test_capture_aware_cudagraphify_runs_the_plain_kernels_inside_a_callers_capture(monkeypatch):
@@ -231,9 +232,9 @@ def test_capture_aware_cudagraphify_runs_the_plain_kernels_inside_a_callers_capt
     original = compile_fx.cudagraphify
     monkeypatch.setattr(compile_fx, "cudagraphify", lambda model, *a, **k: (lambda inputs: calls.append("trees")))
     patched = compile_fx.cudagraphify
-    with compiling._capture_aware_cudagraphify():
+    with compile._capture_aware_cudagraphify():
         run = compile_fx.cudagraphify(lambda inputs: calls.append("plain"), (), device_index=0)
-        with compiling._capture_aware_cudagraphify():  # nested compiles wrap once
+        with compile._capture_aware_cudagraphify():  # nested compiles wrap once
             assert compile_fx.cudagraphify is not patched
     assert compile_fx.cudagraphify is patched and patched is not original
     capturing = [False]
@@ -254,11 +255,11 @@ def test_named_backend_refuses_an_unknown_mode_and_installs_the_hook(recorded):
         out = torch.compile(model, backend="gemm_predictor", mode="reduce-overhead")(x)
     torch.testing.assert_close(out, model(x))
     assert recorded[-1]["triton.cudagraphs"] is True and recorded[-1]["max_autotune_gemm"] is True
-    assert installing._STACK[-1].pruner.settings == compiling.recommended_settings()
+    assert installed._STACK[-1].pruner.settings == compile.recommended_settings()
     torch._dynamo.reset()
     with torch.no_grad():
         torch.compile(model, backend="gemm_predictor", mode="max-autotune-no-cudagraphs")(x)
     assert recorded[-1]["triton.cudagraphs"] is False
-    assert installing._STACK[-1].pruner.settings == compiling.recommended_settings(tune=MODES["max-autotune"]["tune"])
+    assert installed._STACK[-1].pruner.settings == compile.recommended_settings(tune=MODES["max-autotune"]["tune"])
     with pytest.raises(ValueError, match="unknown mode 'fastest'"):
         gemm_predictor(None, [], mode="fastest")

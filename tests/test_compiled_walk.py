@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from predictor.artifacts import compiled_walk
-from predictor.artifacts.lgbm_text import load_text_forest, parse_text_forest
+from predictor.artifacts.model_check import load_text_forest, parse_text_forest
 from predictor.testing.model_text import with_tree_sizes
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -67,7 +67,7 @@ def test_hook_matrices_score_as_the_numpy_walk():
     """The hook's own column-major matrices, for the lists ``benchmarks/hook_overhead.py`` times."""
     from predictor.artifacts.model_folder import read_metadata
     from predictor.core.device import DeviceInfo
-    from predictor.core.features import runtime_feature_matrix
+    from predictor.core.runtime_features import runtime_feature_matrix
     from predictor.core.problem import Problem
     from predictor.spaces import enumerate_space
 

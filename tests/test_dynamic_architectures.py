@@ -11,7 +11,7 @@ import torch
 
 import predictor
 from predictor.runtime.lowerings import gemv
-from predictor.runtime import install as installing
+from predictor.runtime.choices import installed
 
 pytest.importorskip("transformers")
 
@@ -41,7 +41,7 @@ def fresh(monkeypatch):
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
-    while installing._STACK:
+    while installed._STACK:
         predictor.uninstall()
 
 

@@ -123,19 +123,21 @@ def test_a_reduction_kernel_is_written_with_its_own_hints():
 def test_the_hint_floor_is_in_the_hooks_cache_key():
     from torch._inductor import config
 
-    from predictor.runtime.choices.pruner import GemmPruner
+    from predictor.runtime import compile
     from predictor.runtime.choices.settings import HookSettings
 
-    first = GemmPruner(HookSettings(model=None)).uuid()
+    pruner = compile.pruner_for(HookSettings(model=None))  # the pruner predictor.compile makes, with its lowerings
+    first = pruner.uuid()
     with config.patch(unbacked_symint_fallback=1024):
-        assert GemmPruner(HookSettings(model=None)).uuid() != first
+        assert pruner.uuid() != first
 
 
 @pytest.mark.skipif(not hasattr(torch, "compile"), reason="no torch.compile")
 def test_a_dynamic_graph_compiles_and_matches_eager_under_the_hints():
     import predictor
 
-    from predictor.runtime import install as installing
+
+    from predictor.runtime.choices import installed
 
     torch._dynamo.reset()
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
@@ -146,7 +148,7 @@ def test_a_dynamic_graph_compiles_and_matches_eager_under_the_hints():
                 x = torch.randn(rows, 16)
                 torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
     finally:
-        while installing._STACK:  # predictor.compile's hook stays for the compiled model's later graphs
+        while installed._STACK:  # predictor.compile's hook stays for the compiled model's later graphs
             predictor.uninstall()
         torch._dynamo.reset()
 

@@ -23,7 +23,7 @@ from predictor.testing.synthetic import METADATA
 from predictor import cli
 from predictor.core.device import DeviceInfo
 from predictor.offline import export
-from predictor.runtime import install as installing
+from predictor.runtime.choices import installed
 from predictor.runtime.compile import RECOMMENDED_OPTIONS, recommended_settings
 from predictor.runtime.choices.pruner import GemmPruner
 from predictor.testing import fakes
@@ -99,11 +99,11 @@ def _compile_with_table(fn, args, table, spy: TableSpy, **options):
     torch._dynamo.reset()
     try:
         with config.patch(inductor_choices_class=spy.cls, fx_graph_cache=False):
-            installing._drop_cached_choices()  # the choices handler is cached per thread
+            installed._drop_cached_choices()  # the choices handler is cached per thread
             compiled = torch.compile(fn, options={**RECOMMENDED_OPTIONS, "lookup_table.table": table, **options})
             return run_and_get_code(compiled, *args)
     finally:
-        installing._drop_cached_choices()
+        installed._drop_cached_choices()
         torch._dynamo.reset()
 
 
@@ -129,7 +129,7 @@ def test_export_then_table_alone_reproduces_every_choice(tmp_path):
     out = tmp_path / "table.json"
     args = gemm_args()
     doc = export.export_table(gemms, args, out, key_choices=_lookup_class(), options={"cpu_backend": "triton"})
-    assert not installing._STACK  # the hook export_table installed is gone
+    assert not installed._STACK  # the hook export_table installed is gone
     assert sorted(p.name for p in tmp_path.iterdir()) == ["table.json"]  # written atomically, no temp left
     on_disk = json.loads(out.read_text())
     assert on_disk == doc and doc["schema_version"] == 1 and doc["torch"] == torch.__version__
@@ -195,10 +195,10 @@ def test_a_decided_triton_config_comes_back_from_the_table_with_every_parameter(
     torch._dynamo.reset()
     try:
         with config.patch(inductor_choices_class=pruner, fx_graph_cache=False):
-            installing._drop_cached_choices()
+            installed._drop_cached_choices()
             torch.compile(torch.mm, options=options)(a, b)
     finally:
-        installing._drop_cached_choices()
+        installed._drop_cached_choices()
         torch._dynamo.reset()
     assert len(seen) == 1 and len(seen[0]) > 10 and [uid for uid, _ in seen[0]].count("aten::mm") == 1
     (op, kept), = decided
@@ -222,14 +222,14 @@ def test_a_decided_triton_config_comes_back_from_the_table_with_every_parameter(
 def test_torchs_own_key_is_cuda_only_so_a_cpu_export_says_so(tmp_path):
     with pytest.raises(ValueError, match="keys CUDA GEMMs only"):
         export.export_table(gemms, gemm_args(), tmp_path / "t.json", options={"max_autotune_gemm_backends": "ATEN"})
-    assert not (tmp_path / "t.json").exists() and not installing._STACK
+    assert not (tmp_path / "t.json").exists() and not installed._STACK
 
 
 def test_export_refuses_tune_naming_it(tmp_path):
     """A table holds one decision per GEMM; tune= leaves the pick to Inductor's benchmark after the hook records."""
     with pytest.raises(ValueError, match="tune="):
         export.export_table(gemms, gemm_args(), tmp_path / "t.json", tune=3)
-    assert not (tmp_path / "t.json").exists() and not installing._STACK
+    assert not (tmp_path / "t.json").exists() and not installed._STACK
 
 
 # ---------------------------------------------------------------------------------------------

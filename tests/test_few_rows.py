@@ -14,7 +14,7 @@ from torch._inductor.utils import run_and_get_code
 
 from predictor.offline import few_rows_fit
 from predictor.runtime.lowerings import few_rows as fr
-from predictor.runtime.choices.discovery import table_path
+from predictor.artifacts.roots import table_path
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "models" / fr.TABLE_FOLDER / "nvidia-h100.json"

@@ -25,11 +25,12 @@ import pytest
 from predictor.testing.model_text import with_tree_sizes
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
-from predictor.artifacts import compiled_walk
+from predictor.artifacts import compiled_walk, roots
 from predictor.artifacts.model_folder import METADATA_FILE, ModelError, load_model, load_runtime_model, read_metadata, save_model
 from predictor.cli import main
 from predictor.core.device import DeviceInfo
-from predictor.artifacts.lgbm_text import ModelTextError, load_text_forest, parse_text_forest
+from predictor.artifacts.lgbm_text import ModelTextError
+from predictor.artifacts.model_check import load_text_forest, parse_text_forest
 from predictor.offline import metrics as offline_metrics
 from predictor.offline import shipped
 from predictor.core.problem import problem_id
@@ -360,7 +361,7 @@ def test_a_junk_model_folder_is_skipped_with_one_warning(tmp_path, monkeypatch, 
     with caplog.at_level(logging.WARNING):
         assert discovery.find_model(DEVICE) == root / "syn-tree"
         assert discovery.find_model(DEVICE) == root / "syn-tree"
-        pruner = GemmPruner(HookSettings(model=None, top_k=2, device=DEVICE)).load()
+        pruner = GemmPruner(HookSettings(model=None, top_k=2, device=DEVICE), load=load_runtime_model).load()
     assert pruner.disabled is None and pruner.model_path == root / "syn-tree"
     junk = [r.getMessage() for r in caplog.records if "junk" in r.getMessage()]
     assert len(junk) == 1 and "RecursionError" in junk[0] and "unreadable" in junk[0], junk
@@ -549,7 +550,7 @@ def test_training_over_a_shipped_model_needs_force(tmp_path, monkeypatch):
 
     stand_in = tmp_path / "models"
     shutil.copytree(SHIPPED, stand_in / SHIPPED.name)
-    monkeypatch.setattr(discovery, "shipped_roots", lambda: [stand_in])
+    monkeypatch.setattr(roots, "shipped_roots", lambda: [stand_in])
     target = stand_in / SHIPPED.name
     assert main(["train", "--ranker", "tree", "--dataset", str(small), "--out", str(target)]) == 2
     assert (target / "model.lgbm.txt").exists()

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from predictor.offline import gemv_blocks_fit
-from predictor.runtime.lowerings import gemv_blocks as gb
-from predictor.runtime.choices.discovery import table_path
+from predictor.runtime.choices import installed
+from predictor.runtime.lowerings import gemv_blocks, gemv_table
+from predictor.artifacts.roots import table_path
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "models" / "gemv-blocks" / "nvidia-h200.json"
@@ -38,22 +39,22 @@ GENERATED = _generated("reduction", 2048, "triton_red_fused_mm_0",
 
 
 def test_config_names_round_trip_and_every_grid_config_is_named_once():
-    names = [gb.config_name(c) for c in gb.GRID]
+    names = [gemv_table.config_name(c) for c in gemv_table.GRID]
     assert len(set(names)) == len(names)
-    assert all(gb.parse_config_name(n) == c for n, c in zip(names, gb.GRID))
+    assert all(gemv_table.parse_config_name(n) == c for n, c in zip(names, gemv_table.GRID))
     with pytest.raises(ValueError, match="X8_R256"):
-        gb.parse_config_name("XBLOCK=8")
+        gemv_table.parse_config_name("XBLOCK=8")
 
 
 def test_one_config_becomes_inductors_fixed_config_and_several_its_user_autotune():
-    one = gb.with_configs(GENERATED, [gb.parse_config_name("X1_R1024_w8")])
+    one = gemv_blocks.with_configs(GENERATED, [gemv_table.parse_config_name("X1_R1024_w8")])
     assert "@triton_heuristics.fixed_config(\n    config={'XBLOCK': 1, 'R0_BLOCK': 1024, 'num_warps': 8, " in one
     assert "size_hints" not in one and "reduction_hint" not in one
     assert "filename=__file__" in one and "inductor_meta={'kernel_name'" in one and one.endswith(GENERATED[-60:])
-    several = gb.with_configs(GENERATED, list(gb.GRID[:3]))
+    several = gemv_blocks.with_configs(GENERATED, list(gemv_table.GRID[:3]))
     assert several.count("'XBLOCK'") == 3 and "@triton_heuristics.user_autotune(" in several
-    assert gb.with_configs(GENERATED.replace(".reduction(", ".pointwise("), [gb.GRID[0]]) is None
-    assert gb.with_configs(GENERATED, []) is None
+    assert gemv_blocks.with_configs(GENERATED.replace(".reduction(", ".pointwise("), [gemv_table.GRID[0]]) is None
+    assert gemv_blocks.with_configs(GENERATED, []) is None
 
 
 class _Origin:
@@ -81,20 +82,20 @@ SUM, MM = "aten.sum.dim_IntList", "aten.mm.default"
 
 def test_describe_counts_the_gemv_sums_of_a_kernel():
     gate, up = _origin(SUM, MM), _origin(SUM, MM)
-    assert gb.describe(_kernel([gate])) == gb.GemvKernel(5632, 2048, "bfloat16", 1)
-    assert gb.describe(_kernel([gate], [up])) == gb.GemvKernel(5632, 2048, "bfloat16", 2)
+    assert gemv_blocks.describe(_kernel([gate])) == gemv_table.GemvKernel(5632, 2048, "bfloat16", 1)
+    assert gemv_blocks.describe(_kernel([gate], [up])) == gemv_table.GemvKernel(5632, 2048, "bfloat16", 2)
     scaled = _origin("aten.mul.Tensor", MM)  # pointwise work fused ahead of the sum shares its node's origins
-    assert gb.describe(_kernel([gate, scaled])) == gb.GemvKernel(5632, 2048, "bfloat16", 1)
+    assert gemv_blocks.describe(_kernel([gate, scaled])) == gemv_table.GemvKernel(5632, 2048, "bfloat16", 1)
 
 
 def test_describe_leaves_every_other_kernel_to_inductor():
     gemv = _origin(SUM, MM)
-    assert gb.describe(_kernel([_origin(SUM, "aten.sum.dim_IntList")])) is None  # a plain sum, not a GEMM's
-    assert gb.describe(_kernel([_origin("aten.mean.dim", None)], [gemv])) is None  # a norm's mean beside the GEMV
-    assert gb.describe(_kernel([gemv], persistent=True)) is None
-    assert gb.describe(_kernel([gemv], numels={"x": 64, "y": 8, "r0_": 2048})) is None
-    assert gb.describe(_kernel([gemv], numels={"x": object(), "r0_": 2048})) is None  # a symbolic size
-    assert gb.describe(types.SimpleNamespace(inside_reduction=False)) is None
+    assert gemv_blocks.describe(_kernel([_origin(SUM, "aten.sum.dim_IntList")])) is None  # a plain sum, not a GEMM's
+    assert gemv_blocks.describe(_kernel([_origin("aten.mean.dim", None)], [gemv])) is None  # a norm's mean beside the GEMV
+    assert gemv_blocks.describe(_kernel([gemv], persistent=True)) is None
+    assert gemv_blocks.describe(_kernel([gemv], numels={"x": 64, "y": 8, "r0_": 2048})) is None
+    assert gemv_blocks.describe(_kernel([gemv], numels={"x": object(), "r0_": 2048})) is None  # a symbolic size
+    assert gemv_blocks.describe(types.SimpleNamespace(inside_reduction=False)) is None
 
 
 # the loads of generated GEMV kernels (torch 2.11's TritonKernel.load): weight rows carry x0, the vector does not
@@ -118,10 +119,10 @@ NORM_LOADS = """
 
 
 def test_vector_loads_count_the_inputs_every_program_reads_again():
-    assert gb.count_vector_loads(PLAIN_LOADS) == 1  # the vector; the weight and a bias are indexed by the row
-    assert gb.count_vector_loads(SILU_MUL_LOADS) == 2  # the gate and up outputs (one of them loaded twice)
-    assert gb.count_vector_loads(NORM_LOADS) == 2  # the norm's input and scale; its one statistic is a scalar
-    assert gb.count_vector_loads("") == 1
+    assert gemv_blocks.count_vector_loads(PLAIN_LOADS) == 1  # the vector; the weight and a bias are indexed by the row
+    assert gemv_blocks.count_vector_loads(SILU_MUL_LOADS) == 2  # the gate and up outputs (one of them loaded twice)
+    assert gemv_blocks.count_vector_loads(NORM_LOADS) == 2  # the norm's input and scale; its one statistic is a scalar
+    assert gemv_blocks.count_vector_loads("") == 1
 
 
 def test_kernels_with_work_fused_ahead_take_the_blocks_labelled_with_it():
@@ -130,14 +131,14 @@ def test_kernels_with_work_fused_ahead_take_the_blocks_labelled_with_it():
              "activation_ahead": True},
             {**_row(2048, 2048, 1, {"X1_R1024_w8": 9.0, "X8_R256_w8": 10.0}), "vector_loads": 2},
             {**_row(4096, 14336, 1, {"X1_R1024_w8": 30.0, "X8_R256_w8": 31.0}), "vector_loads": 3}]
-    assert _best(gb.GemvKernel(2048, 5632, "bfloat16"), rows) == "X1_R1024_w8"
-    silu_mul = gb.GemvKernel(2048, 5632, "bfloat16", vector_loads=2, activation_ahead=True)
+    assert _best(gemv_table.GemvKernel(2048, 5632, "bfloat16"), rows) == "X1_R1024_w8"
+    silu_mul = gemv_table.GemvKernel(2048, 5632, "bfloat16", vector_loads=2, activation_ahead=True)
     assert _best(silu_mul, rows) == "X8_R256_w8"
-    assert gb.nearest_rows(silu_mul, rows, 3) == [rows[1]]  # only the labels with an activation ahead
+    assert gemv_table.nearest_rows(silu_mul, rows, 3) == [rows[1]]  # only the labels with an activation ahead
     # a norm's scaling ahead (two loads, no activation): the label of its kind, not the nearer shape
-    assert gb.nearest_rows(gb.GemvKernel(2048, 5632, "bfloat16", vector_loads=2), rows)[0] is rows[2]
+    assert gemv_table.nearest_rows(gemv_table.GemvKernel(2048, 5632, "bfloat16", vector_loads=2), rows)[0] is rows[2]
     # no label with as many loads: the nearest count, here 3, before the nearest shape
-    assert gb.nearest_rows(gb.GemvKernel(2048, 5632, "bfloat16", vector_loads=4), rows)[0]["k"] == 14336
+    assert gemv_table.nearest_rows(gemv_table.GemvKernel(2048, 5632, "bfloat16", vector_loads=4), rows)[0]["k"] == 14336
 
 
 ACTIVATED_LOOP = """
@@ -151,13 +152,13 @@ ACTIVATED_LOOP = """
 
 
 def test_an_activation_counts_only_inside_the_reduction_loop():
-    assert gb.count_activations_ahead(ACTIVATED_LOOP) == 1
+    assert gemv_blocks.count_activations_ahead(ACTIVATED_LOOP) == 1
     after = ACTIVATED_LOOP.replace("        tmp1 = tl.sigmoid(tmp0)\n", "") + "    tmp9 = tl.sigmoid(tmp4)\n"
-    assert gb.count_activations_ahead(after) == 0  # a pair's SiLU on its products: once per row
+    assert gemv_blocks.count_activations_ahead(after) == 0  # a pair's SiLU on its products: once per row
     tanh = ACTIVATED_LOOP.replace("tl.sigmoid(", "libdevice.tanh(")
-    assert gb.count_activations_ahead(tanh) == 1
-    assert gb.count_activations_ahead(ACTIVATED_LOOP.replace("tl.sigmoid(", "libdevice.rsqrt(")) == 0  # a norm's
-    assert gb.count_activations_ahead("def f():\n    pass\n") == 0
+    assert gemv_blocks.count_activations_ahead(tanh) == 1
+    assert gemv_blocks.count_activations_ahead(ACTIVATED_LOOP.replace("tl.sigmoid(", "libdevice.rsqrt(")) == 0  # a norm's
+    assert gemv_blocks.count_activations_ahead("def f():\n    pass\n") == 0
 
 
 def test_collector_corpus_covers_every_form_and_keeps_the_first_problem_ids():
@@ -169,7 +170,7 @@ def test_collector_corpus_covers_every_form_and_keeps_the_first_problem_ids():
     assert {p["form"] for p in problems} == set(collector.FORMS)
     assert {p["form"]: p["weights"] for p in problems} == {"plain": 1, "silu_mul": 1, "norm": 1, "add_norm": 1,
                                                            "pair": 2, "norm_pair": 2, "add_norm_pair": 2}
-    assert all(p["k"] >= gb.MIN_K for p in problems[:-len(short)]) and all(p["k"] < gb.MIN_K for p in short)
+    assert all(p["k"] >= gemv_table.MIN_K for p in problems[:-len(short)]) and all(p["k"] < gemv_table.MIN_K for p in short)
     assert {p["form"] for p in short} == set(collector.FORMS) - {"silu_mul"}  # a down projection's K is long
     assert ("plain", 151936, 896) in {(p["form"], p["n"], p["k"]) for p in short}
     ops = {collector.problem_op(p) for p in problems}
@@ -182,16 +183,16 @@ def test_collector_corpus_covers_every_form_and_keeps_the_first_problem_ids():
 
 
 def test_shipped_table_reads_and_fits_its_gpu_and_architecture():
-    rows = gb.read_table(TABLE)
+    rows = gemv_table.read_table(TABLE)
     assert rows and all(r["times"] for r in rows)
-    assert table_path("NVIDIA H200", [ROOT / "models"], folder=gb.TABLE_FOLDER) == TABLE
-    h100 = table_path("NVIDIA H100 80GB HBM3", [ROOT / "models"], folder=gb.TABLE_FOLDER)
+    assert table_path("NVIDIA H200", [ROOT / "models"], folder=gemv_table.TABLE_FOLDER) == TABLE
+    h100 = table_path("NVIDIA H100 80GB HBM3", [ROOT / "models"], folder=gemv_table.TABLE_FOLDER)
     assert h100 == TABLE.with_name("nvidia-h100.json")
-    nvl = table_path("NVIDIA H100 NVL", [ROOT / "models"], capability="9.0", folder=gb.TABLE_FOLDER)
+    nvl = table_path("NVIDIA H100 NVL", [ROOT / "models"], capability="9.0", folder=gemv_table.TABLE_FOLDER)
     assert nvl.parent == TABLE.parent
-    assert table_path("NVIDIA GH200 480GB", [ROOT / "models"], folder=gb.TABLE_FOLDER) is None
+    assert table_path("NVIDIA GH200 480GB", [ROOT / "models"], folder=gemv_table.TABLE_FOLDER) is None
     assert table_path("NVIDIA A100-SXM4-80GB", [ROOT / "models"], capability="8.0",
-                      folder=gb.TABLE_FOLDER) is None
+                      folder=gemv_table.TABLE_FOLDER) is None
 
 
 def test_a_broken_table_is_refused_naming_the_file(tmp_path):
@@ -199,10 +200,10 @@ def test_a_broken_table_is_refused_naming_the_file(tmp_path):
     bad.write_text(json.dumps({"problems": [{"n": 1, "k": 2, "dtype": "bfloat16", "weights": 1,
                                              "times": {"fast": 1.0}}]}))
     with pytest.raises(ValueError, match=str(bad)):
-        gb.read_table(bad)
+        gemv_table.read_table(bad)
     bad.write_text("{")
     with pytest.raises(ValueError, match="not a GEMV block table"):
-        gb.read_table(bad)
+        gemv_table.read_table(bad)
 
 
 def _row(n, k, weights, times, dtype="bfloat16"):
@@ -210,8 +211,8 @@ def _row(n, k, weights, times, dtype="bfloat16"):
 
 
 def _best(kernel, rows):
-    chosen = gb.choose_from_table(kernel, rows)
-    return chosen and gb.config_name(chosen[0])
+    chosen = gemv_table.choose_from_table(kernel, rows)
+    return chosen and gemv_table.config_name(chosen[0])
 
 
 def test_single_gemvs_follow_their_nearest_problem_and_pairs_the_pool():
@@ -220,25 +221,25 @@ def test_single_gemvs_follow_their_nearest_problem_and_pairs_the_pool():
             _row(5632, 2048, 2, {"X1_R1024_w8": 20.0, "X4_R256_w4": 19.9}),
             _row(8960, 1536, 2, {"X1_R1024_w8": 20.0, "X4_R256_w4": 30.0}),
             _row(14336, 4096, 2, {"X1_R1024_w8": 20.0, "X4_R256_w4": 30.0})]
-    assert _best(gb.GemvKernel(3000, 4096, "bfloat16"), rows) == "X1_R1024_w8"
-    assert _best(gb.GemvKernel(50000, 2048, "float16"), rows) == "X4_R256_w4"
+    assert _best(gemv_table.GemvKernel(3000, 4096, "bfloat16"), rows) == "X1_R1024_w8"
+    assert _best(gemv_table.GemvKernel(50000, 2048, "float16"), rows) == "X4_R256_w4"
     # the nearest pair alone would say X4_R256_w4 by 0.5%; the three nearest agree on X1_R1024_w8
-    assert _best(gb.GemvKernel(5632, 2048, "bfloat16", 2), rows) == "X1_R1024_w8"
+    assert _best(gemv_table.GemvKernel(5632, 2048, "bfloat16", 2), rows) == "X1_R1024_w8"
     # a config with more rows than the problem is never chosen
-    assert _best(gb.GemvKernel(2, 2048, "float16"), [rows[1]]) == "X1_R1024_w8"
+    assert _best(gemv_table.GemvKernel(2, 2048, "float16"), [rows[1]]) == "X1_R1024_w8"
     # a K short enough for one persistent block takes none of the looped kernels' labels
-    assert gb.choose_from_table(gb.GemvKernel(3000, 512, "bfloat16"), rows) is None
-    assert gb.choose_from_table(gb.GemvKernel(3000, 4096, "bfloat16"), []) is None
+    assert gemv_table.choose_from_table(gemv_table.GemvKernel(3000, 512, "bfloat16"), rows) is None
+    assert gemv_table.choose_from_table(gemv_table.GemvKernel(3000, 4096, "bfloat16"), []) is None
 
 
 def test_a_partial_last_block_along_k_counts_against_a_config():
     """A label's times carry over to a K its R0_BLOCK does not divide with the masked loop step counted: at K=2304
     (Gemma 2's width) R0_BLOCK 2048 runs two steps over 4096 lanes, 256 does nine over exactly 2304."""
     rows = [_row(256000, 2048, 1, {"X1_R2048_w8": 340.0, "X16_R256_w8": 357.0})]
-    assert _best(gb.GemvKernel(256000, 2048, "bfloat16"), rows) == "X1_R2048_w8"
-    assert _best(gb.GemvKernel(256000, 4096, "bfloat16"), rows) == "X1_R2048_w8"  # both blocks divide K
-    assert _best(gb.GemvKernel(256000, 2304, "bfloat16"), rows) == "X16_R256_w8"
-    assert gb.ranked_configs(gb.GemvKernel(256000, 2304, "bfloat16"), rows, k_tail_exponent=0.0)[0] == "X1_R2048_w8"
+    assert _best(gemv_table.GemvKernel(256000, 2048, "bfloat16"), rows) == "X1_R2048_w8"
+    assert _best(gemv_table.GemvKernel(256000, 4096, "bfloat16"), rows) == "X1_R2048_w8"  # both blocks divide K
+    assert _best(gemv_table.GemvKernel(256000, 2304, "bfloat16"), rows) == "X16_R256_w8"
+    assert gemv_table.ranked_configs(gemv_table.GemvKernel(256000, 2304, "bfloat16"), rows, k_tail_exponent=0.0)[0] == "X1_R2048_w8"
 
 
 def test_counting_the_partial_block_raises_the_held_out_oracle_on_the_h100_labels():
@@ -276,24 +277,24 @@ def test_silu_and_multiply_ahead_is_chosen_better_knowing_it_on_the_h100_labels(
 
 def test_tuned_mode_hands_inductor_the_tables_top_k_configs_best_first(monkeypatch):
     import predictor
-    from predictor.runtime import compile as compiling
+    from predictor.runtime import compile
 
     rows = [_row(4096, 4096, 1, {"X1_R1024_w8": 10.0, "X4_R256_w4": 12.0, "X2_R512_w4": 11.0, "X1_R512_w4": 15.0})]
-    monkeypatch.setattr(gb, "table_for_this_gpu", lambda: rows)
-    kernel = gb.GemvKernel(4096, 4096, "bfloat16")
-    assert gb.ranked_configs(kernel, rows) == ["X1_R1024_w8", "X2_R512_w4", "X4_R256_w4", "X1_R512_w4"]
-    assert gb.choose_from_table(kernel, rows) == [gb.parse_config_name("X1_R1024_w8")]
-    assert [gb.config_name(c) for c in gb.choose_from_table(kernel, rows, top=3)] == ["X1_R1024_w8", "X2_R512_w4",
+    monkeypatch.setattr(gemv_table, "table_for_this_gpu", lambda: rows)
+    kernel = gemv_table.GemvKernel(4096, 4096, "bfloat16")
+    assert gemv_table.ranked_configs(kernel, rows) == ["X1_R1024_w8", "X2_R512_w4", "X4_R256_w4", "X1_R512_w4"]
+    assert gemv_table.choose_from_table(kernel, rows) == [gemv_table.parse_config_name("X1_R1024_w8")]
+    assert [gemv_table.config_name(c) for c in gemv_table.choose_from_table(kernel, rows, top=3)] == ["X1_R1024_w8", "X2_R512_w4",
                                                                                       "X4_R256_w4"]
     try:
-        compiling.prepare(tune=3)
-        assert [gb.config_name(c) for c in compiling.gemv_choice()(kernel)] == ["X1_R1024_w8", "X2_R512_w4",
+        compile.prepare(tune=3)
+        assert [gemv_table.config_name(c) for c in compile.gemv_choice()(kernel)] == ["X1_R1024_w8", "X2_R512_w4",
                                                                                "X4_R256_w4"]
         predictor.uninstall()
-        compiling.prepare()  # the default decides: one config
-        assert compiling.gemv_choice()(kernel) == [gb.parse_config_name("X1_R1024_w8")]
+        compile.prepare()  # the default decides: one config
+        assert compile.gemv_choice()(kernel) == [gemv_table.parse_config_name("X1_R1024_w8")]
     finally:
-        while compiling.installing._STACK:
+        while installed._STACK:
             predictor.uninstall()
 
 
@@ -302,37 +303,37 @@ def test_a_table_without_a_form_borrows_that_forms_labels_from_its_architecture_
     sibling = [_row(2048, 2048, 1, {"X8_R256_w8": 1.0}),  # a form own has: never taken in place of own's
                {**_row(2048, 5632, 1, {"X8_R256_w8": 11.0}), "vector_loads": 2, "activation_ahead": True},
                {**_row(32000, 2048, 1, {"X2_R512_w8": 50.0}), "vector_loads": 2}]
-    merged = gb.with_borrowed_forms(own, [sibling])
+    merged = gemv_table.with_borrowed_forms(own, [sibling])
     assert merged == [*own, sibling[1], sibling[2]]
-    assert gb.with_borrowed_forms(own, []) == own
+    assert gemv_table.with_borrowed_forms(own, []) == own
     # a short K's blocks are borrowed, but not the sibling's verdict on cuBLAS: this GPU keeps the width rule there
     short_head = {**_row(151936, 896, 1, {"X4_R0_w8": 90.0}), "cublas_us": 100.0}
-    merged = gb.with_borrowed_forms(own, [[short_head]])
+    merged = gemv_table.with_borrowed_forms(own, [[short_head]])
     assert merged[-1]["times"] == short_head["times"] and "cublas_us" not in merged[-1]
-    assert gb.reduction_beats_cublas(gb.GemvKernel(151936, 896, "bfloat16"), merged) is None
-    assert gb.reduction_beats_cublas(gb.GemvKernel(151936, 896, "bfloat16"), [*own, short_head]) is True
+    assert gemv_table.reduction_beats_cublas(gemv_table.GemvKernel(151936, 896, "bfloat16"), merged) is None
+    assert gemv_table.reduction_beats_cublas(gemv_table.GemvKernel(151936, 896, "bfloat16"), [*own, short_head]) is True
 
 
 def test_the_sibling_table_of_the_same_architecture_is_found_and_merged(tmp_path, monkeypatch):
-    folder = tmp_path / gb.TABLE_FOLDER
+    folder = tmp_path / gemv_table.TABLE_FOLDER
     folder.mkdir()
     plain = {"n": 2048, "k": 2048, "dtype": "bfloat16", "weights": 1, "times": {"X1_R1024_w8": 9.0}}
     norm = {**plain, "vector_loads": 2, "times": {"X2_R512_w8": 8.0}}
     (folder / "nvidia-h200.json").write_text(json.dumps({"cc": "9.0", "problems": [plain]}))
     (folder / "nvidia-h100.json").write_text(json.dumps({"cc": "9.0", "problems": [norm]}))
-    sibling = table_path("", [tmp_path], "9.0", folder=gb.TABLE_FOLDER, skip=folder / "nvidia-h200.json")
+    sibling = table_path("", [tmp_path], "9.0", folder=gemv_table.TABLE_FOLDER, skip=folder / "nvidia-h200.json")
     assert sibling == folder / "nvidia-h100.json"
-    rows, digest = gb._table("NVIDIA H200", "9.0", (str(tmp_path),))
+    rows, digest = gemv_table._table("NVIDIA H200", "9.0", (str(tmp_path),))
     assert list(rows) == [plain, norm] and digest
-    monkeypatch.setattr(gb, "table_for_this_gpu", lambda: rows)
-    assert gb.has_fused_forms(gb.table_for_this_gpu())
+    monkeypatch.setattr(gemv_table, "table_for_this_gpu", lambda: rows)
+    assert gemv_table.has_fused_forms(gemv_table.table_for_this_gpu())
     from predictor.runtime.lowerings import gemv
 
     assert gemv.runtime_rule()(151936, 1536, "float16", "col")  # a vocabulary head: every width with forms known
     assert not gemv.runtime_rule()(151936, 896, "bfloat16", "col")  # but not a K the table gives no blocks for
     assert gemv.runtime_rule()(4096, 896, "bfloat16", "col")  # (within the width threshold it still does)
-    monkeypatch.setattr(gb, "table_for_this_gpu", lambda: [plain])
-    assert not gb.has_fused_forms(gb.table_for_this_gpu()) and not gemv.runtime_rule()(151936, 1536, "float16", "col")
+    monkeypatch.setattr(gemv_table, "table_for_this_gpu", lambda: [plain])
+    assert not gemv_table.has_fused_forms(gemv_table.table_for_this_gpu()) and not gemv.runtime_rule()(151936, 1536, "float16", "col")
     assert gemv.runtime_rule()(4096, 4096, "bfloat16", "col") and not gemv.runtime_rule()(4096, 4096, "bfloat16", "row")
 
 
@@ -352,22 +353,22 @@ PERSISTENT = _generated("persistent_reduction", 1024, "triton_per_fused_mm_0",
 
 def test_a_short_k_gemv_is_one_persistent_kernel_given_rows_and_warps_only():
     gemv = _origin(SUM, MM)
-    head = gb.GemvKernel(49152, 960, "bfloat16", 1)
-    assert gb.describe(_kernel([gemv], numels={"x": 49152, "r0_": 960}, persistent=True)) == head
+    head = gemv_table.GemvKernel(49152, 960, "bfloat16", 1)
+    assert gemv_blocks.describe(_kernel([gemv], numels={"x": 49152, "r0_": 960}, persistent=True)) == head
     # a looped kernel of a short K, or a persistent one of a long K, is some other reduction: Inductor keeps it
-    assert gb.describe(_kernel([gemv], numels={"x": 49152, "r0_": 960})) is None
-    names = [gb.config_name(c) for c in gb.PERSISTENT_GRID]
-    assert len(set(names)) == len(names) and all(gb.parse_config_name(n)["R0_BLOCK"] == 0 for n in names)
-    fitting = {gb.config_name(c) for c in (*gb.GRID, *gb.PERSISTENT_GRID) if gb.fits(c, head)}
+    assert gemv_blocks.describe(_kernel([gemv], numels={"x": 49152, "r0_": 960})) is None
+    names = [gemv_table.config_name(c) for c in gemv_table.PERSISTENT_GRID]
+    assert len(set(names)) == len(names) and all(gemv_table.parse_config_name(n)["R0_BLOCK"] == 0 for n in names)
+    fitting = {gemv_table.config_name(c) for c in (*gemv_table.GRID, *gemv_table.PERSISTENT_GRID) if gemv_table.fits(c, head)}
     assert fitting and all("_R0_" in n for n in fitting)
-    assert len(fitting) == len(gb.PERSISTENT_GRID)  # each holds at most 64 elements per thread of K padded to 1024
-    assert not gb.fits(gb.parse_config_name("X8_R0_w2"), head)  # 128 would spill
-    assert not any(gb.fits(c, gb.GemvKernel(49152, 2048, "bfloat16")) for c in gb.PERSISTENT_GRID)
-    one = gb.with_configs(PERSISTENT, [gb.parse_config_name("X8_R0_w4")])
+    assert len(fitting) == len(gemv_table.PERSISTENT_GRID)  # each holds at most 64 elements per thread of K padded to 1024
+    assert not gemv_table.fits(gemv_table.parse_config_name("X8_R0_w2"), head)  # 128 would spill
+    assert not any(gemv_table.fits(c, gemv_table.GemvKernel(49152, 2048, "bfloat16")) for c in gemv_table.PERSISTENT_GRID)
+    one = gemv_blocks.with_configs(PERSISTENT, [gemv_table.parse_config_name("X8_R0_w4")])
     assert "@triton_heuristics.fixed_config(\n    config={'XBLOCK': 8, 'num_warps': 4, 'num_stages': 1},\n" in one
     assert "R0_BLOCK: tl.constexpr = 1024" in one and "size_hints" not in one
-    assert gb.count_vector_loads(PERSISTENT) == 1
-    assert gb.count_activations_ahead(PERSISTENT) == 1  # the sigmoid ahead of the sum, not the one after it
+    assert gemv_blocks.count_vector_loads(PERSISTENT) == 1
+    assert gemv_blocks.count_activations_ahead(PERSISTENT) == 1  # the sigmoid ahead of the sum, not the one after it
 
 
 def test_a_short_k_takes_the_reduction_where_its_nearest_plain_label_beat_cublas():
@@ -376,13 +377,13 @@ def test_a_short_k_takes_the_reduction_where_its_nearest_plain_label_beat_cublas
     head = {**_row(151936, 896, 1, {"X1_R0_w4": 96.0, "X8_R0_w8": 70.0}), "cublas_us": 77.0}
     small = {**_row(896, 896, 1, {"X1_R0_w4": 5.0, "X2_R0_w4": 6.0}), "cublas_us": 8.0}
     slow_head = {**head, "times": {"X1_R0_w4": 96.0, "X8_R0_w8": 80.0}}
-    assert gb.reduction_beats_cublas(gb.GemvKernel(131072, 768, "bfloat16"), [head, small]) is True
-    assert gb.reduction_beats_cublas(gb.GemvKernel(131072, 768, "bfloat16"), [slow_head, small]) is False
-    assert gb.reduction_beats_cublas(gb.GemvKernel(4096, 4096, "bfloat16"), [head, small]) is None  # looped K
-    assert gb.reduction_beats_cublas(gb.GemvKernel(131072, 768, "bfloat16"), []) is None
-    assert gb.reduction_beats_cublas(gb.GemvKernel(131072, 768, "float32"), [head, small]) is None  # 2-byte labels
-    assert _best(gb.GemvKernel(151936, 1024, "bfloat16"), [head, small]) == "X8_R0_w8"
-    assert gb.choose_from_table(gb.GemvKernel(151936, 1024, "float32"), [head, small]) is None  # registers double
+    assert gemv_table.reduction_beats_cublas(gemv_table.GemvKernel(131072, 768, "bfloat16"), [head, small]) is True
+    assert gemv_table.reduction_beats_cublas(gemv_table.GemvKernel(131072, 768, "bfloat16"), [slow_head, small]) is False
+    assert gemv_table.reduction_beats_cublas(gemv_table.GemvKernel(4096, 4096, "bfloat16"), [head, small]) is None  # looped K
+    assert gemv_table.reduction_beats_cublas(gemv_table.GemvKernel(131072, 768, "bfloat16"), []) is None
+    assert gemv_table.reduction_beats_cublas(gemv_table.GemvKernel(131072, 768, "float32"), [head, small]) is None  # 2-byte labels
+    assert _best(gemv_table.GemvKernel(151936, 1024, "bfloat16"), [head, small]) == "X8_R0_w8"
+    assert gemv_table.choose_from_table(gemv_table.GemvKernel(151936, 1024, "float32"), [head, small]) is None  # registers double
     # the table decides a short K at every width; without its labels, the width rule (at most 6144 outputs)
     assert takes_reduction_by_table(151936, 896, "bfloat16", "col", [head, small])
     assert not takes_reduction_by_table(151936, 896, "bfloat16", "col", [slow_head, small])
@@ -397,7 +398,7 @@ def test_on_the_h100_labels_short_k_gemvs_run_as_reductions_with_labelled_blocks
 
     labels = read_labels(ROOT / "datasets/nvidia-h100/gemv_blocks.parquet", gemv_blocks_fit.KIND)
     probs = gemv_blocks_fit.problems(labels)
-    short = probs[probs["k"] < gb.MIN_K]
+    short = probs[probs["k"] < gemv_table.MIN_K]
     assert len(short) >= 40 and set(short["form"]) >= {"plain", "norm", "add_norm", "pair"}
     scores = gemv_blocks_fit.evaluate(probs)
     row = scores.loc[next(i for i in scores.index if i.startswith("K <= 1024"))]
@@ -413,9 +414,9 @@ def test_on_the_h100_labels_short_k_gemvs_run_as_reductions_with_labelled_blocks
 def test_a_looped_gemv_never_takes_a_step_wider_than_its_reduction():
     """Phi-3's K of 3072: R0_BLOCK 4096 would leave a quarter of every program's lanes idle for the whole kernel;
     the table's favourite among the rest is taken even where the wider step led the labels."""
-    kernel = gb.GemvKernel(9216, 3072, "bfloat16")
-    assert not gb.fits(gb.parse_config_name("X2_R4096_w16"), kernel)
-    assert gb.fits(gb.parse_config_name("X4_R2048_w16"), kernel)
-    assert gb.fits(gb.parse_config_name("X1_R4096_w16"), gb.GemvKernel(9216, 4096, "bfloat16"))
+    kernel = gemv_table.GemvKernel(9216, 3072, "bfloat16")
+    assert not gemv_table.fits(gemv_table.parse_config_name("X2_R4096_w16"), kernel)
+    assert gemv_table.fits(gemv_table.parse_config_name("X4_R2048_w16"), kernel)
+    assert gemv_table.fits(gemv_table.parse_config_name("X1_R4096_w16"), gemv_table.GemvKernel(9216, 4096, "bfloat16"))
     rows = [_row(9216, 3072, 1, {"X2_R4096_w16": 24.8, "X1_R1024_w8": 24.9, "X1_R2048_w8": 25.1})]
     assert _best(kernel, rows) == "X1_R1024_w8"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import predictor
-from predictor.runtime import install as installing
+from predictor.runtime.choices import installed
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -24,7 +24,7 @@ def feedback():
     yield benchmarked
     select_algorithm.clear_feedback_savers()
     torch._dynamo.reset()
-    while installing._STACK:
+    while installed._STACK:
         predictor.uninstall()
 
 
@@ -221,5 +221,5 @@ def test_tune_benchmarks_only_the_decided_kind():
     finally:
         select_algorithm.clear_feedback_savers()
         torch._dynamo.reset()
-        while installing._STACK:
+        while installed._STACK:
             predictor.uninstall()

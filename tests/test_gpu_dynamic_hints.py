@@ -56,7 +56,7 @@ def _hints(code: str) -> tuple[list[int], list[tuple[int, int]]]:
 
 
 def test_pointwise_kernels_of_a_dynamic_graph_are_sized_for_large_sizes_and_reductions_keep_theirs():
-    from predictor.runtime import install as installing
+    from predictor.runtime.choices import installed
 
     torch.manual_seed(0)
     model = NormedGate().cuda().to(torch.bfloat16).eval()
@@ -79,7 +79,7 @@ def test_pointwise_kernels_of_a_dynamic_graph_are_sized_for_large_sizes_and_redu
                 ref = model(xi).float()
                 assert ((compiled(xi).float() - ref).norm() / ref.norm()).item() < 2e-2, rows
     finally:
-        while installing._STACK:
+        while installed._STACK:
             predictor.uninstall()
         torch._dynamo.reset()
 
@@ -93,7 +93,7 @@ class Reversed(torch.nn.Module):
 
 
 def test_size_arguments_of_a_dynamic_graphs_kernels_run_32_bit_with_outputs_right_at_every_size():
-    from predictor.runtime import install as installing
+    from predictor.runtime.choices import installed
 
     model = Reversed()
     x = torch.randn(24, device="cuda", dtype=torch.bfloat16)
@@ -108,7 +108,7 @@ def test_size_arguments_of_a_dynamic_graphs_kernels_run_32_bit_with_outputs_righ
                 xi = torch.randn(tokens * 8, device="cuda", dtype=torch.bfloat16)
                 torch.testing.assert_close(compiled(xi), model(xi))
     finally:
-        while installing._STACK:
+        while installed._STACK:
             predictor.uninstall()
         torch._dynamo.reset()
 

@@ -7,19 +7,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from predictor.runtime.lowerings import gemv_blocks
+from predictor.runtime.lowerings import gemv_blocks, gemv_table
 from predictor.runtime.lowerings.gemv import gemv_as_reduction
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-X8 = gemv_blocks.parse_config_name("X8_R256_w8")
+X8 = gemv_table.parse_config_name("X8_R256_w8")
 
 
 def _compiled_code(fn, *args, choose):
     from torch._inductor.utils import run_and_get_code
 
     torch._dynamo.reset()
-    seen: list[gemv_blocks.GemvKernel] = []
+    seen: list[gemv_table.GemvKernel] = []
 
     def record(kernel):
         seen.append(kernel)
@@ -36,7 +36,7 @@ def test_single_gemv_kernel_takes_the_chosen_blocks():
     x = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(3000, 4096, device="cuda", dtype=torch.bfloat16) / 64
     out, code, seen = _compiled_code(lambda a, b: F.linear(a, b), x, w, choose=lambda kernel: [X8])
-    assert seen == [gemv_blocks.GemvKernel(3000, 4096, "bfloat16", 1)]
+    assert seen == [gemv_table.GemvKernel(3000, 4096, "bfloat16", 1)]
     assert "triton_heuristics.fixed_config" in code and "'XBLOCK': 8" in code and "'R0_BLOCK': 256" in code
     ref = x.float() @ w.float().t()
     assert ((out.float() - ref).norm() / ref.norm()).item() < 2e-2
@@ -46,9 +46,9 @@ def test_single_gemv_kernel_takes_the_chosen_blocks():
 def test_a_short_k_gemv_is_one_persistent_kernel_that_takes_rows_and_warps(config):
     x = torch.randn(1, 960, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(49152, 960, device="cuda", dtype=torch.bfloat16) / 31
-    chosen = gemv_blocks.parse_config_name(config)
+    chosen = gemv_table.parse_config_name(config)
     out, code, seen = _compiled_code(lambda a, b: F.linear(a, b), x, w, choose=lambda kernel: [chosen])
-    assert seen == [gemv_blocks.GemvKernel(49152, 960, "bfloat16", 1)]
+    assert seen == [gemv_table.GemvKernel(49152, 960, "bfloat16", 1)]
     assert "triton_heuristics.fixed_config" in code and f"'XBLOCK': {chosen['XBLOCK']}" in code
     assert "'R0_BLOCK'" not in code.split("fixed_config", 1)[1].split(")", 1)[0]  # the kernel defines it itself
     ref = x.float() @ w.float().t()
@@ -60,7 +60,7 @@ def test_fused_gate_up_kernel_is_one_kernel_of_two_gemvs():
     g, u = (torch.randn(5632, 2048, device="cuda", dtype=torch.float16) / 45 for _ in range(2))
     out, code, seen = _compiled_code(lambda a, b, c: F.silu(F.linear(a, b)) * F.linear(a, c), x, g, u,
                                      choose=lambda kernel: [X8])
-    assert seen == [gemv_blocks.GemvKernel(5632, 2048, "float16", 2)]
+    assert seen == [gemv_table.GemvKernel(5632, 2048, "float16", 2)]
     assert code.count("triton_heuristics.fixed_config") == 1
     ref = F.silu(x.float() @ g.float().t()) * (x.float() @ u.float().t())
     assert ((out.float() - ref).norm() / ref.norm()).item() < 2e-2
@@ -85,7 +85,7 @@ def test_work_fused_ahead_of_the_gemv_is_counted_in_its_vector_loads():
     g, u = (torch.randn(1, 5632, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     w = torch.randn(2048, 5632, device="cuda", dtype=torch.bfloat16) / 75
     out, code, seen = _compiled_code(lambda a, b, c: F.linear(F.silu(a) * b, c), g, u, w, choose=lambda kernel: [X8])
-    assert seen == [gemv_blocks.GemvKernel(2048, 5632, "bfloat16", 1, vector_loads=2, activation_ahead=True)]
+    assert seen == [gemv_table.GemvKernel(2048, 5632, "bfloat16", 1, vector_loads=2, activation_ahead=True)]
     ref = (F.silu(g.float()) * u.float()) @ w.float().t()
     assert ((out.float() - ref).norm() / ref.norm()).item() < 2e-2
 
@@ -143,8 +143,8 @@ def test_predictor_compile_decides_a_short_k_head_from_this_gpus_own_labels():
     def norm_then_head(a, s, b):
         return F.linear(s * (a.float() * torch.rsqrt(a.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(a.dtype), b)
 
-    kernel = gemv_blocks.GemvKernel(49152, 960, "bfloat16")
-    reduced = gemv_blocks.reduction_beats_cublas(kernel, gemv_blocks.table_for_this_gpu())
+    kernel = gemv_table.GemvKernel(49152, 960, "bfloat16")
+    reduced = gemv_table.reduction_beats_cublas(kernel, gemv_table.table_for_this_gpu())
     before = len(gemv_blocks.fixed_count()["gemv_kernels"])  # the decisions of this process so far
     compiled = predictor.compile(norm_then_head, cudagraphs=False)
     try:

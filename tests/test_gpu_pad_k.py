@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import predictor
-from predictor.runtime import install as installing
+from predictor.runtime.choices import installed
 from predictor.runtime.lowerings import pad_k
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -24,7 +24,7 @@ def test_a_token_mlp_runs_padded_with_eagers_result(dtype):
             expected = model(x)
             out = predictor.compile(model)(x)
     finally:
-        while installing._STACK:
+        while installed._STACK:
             predictor.uninstall()
         torch._dynamo.reset()
     assert pad_k.padded_k_count() - before == 1  # the first layer (K = 196); the second's K = 384 is aligned

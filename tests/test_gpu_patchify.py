@@ -8,7 +8,7 @@ import torch
 from torch._inductor.utils import run_and_get_code
 
 import predictor
-from predictor.runtime import install as installing
+from predictor.runtime.choices import installed
 from predictor.runtime.lowerings import patchify
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -35,7 +35,7 @@ def fresh():
     with torch._inductor.config.patch(force_disable_caches=True):
         yield
     torch._dynamo.reset()
-    while installing._STACK:
+    while installed._STACK:
         predictor.uninstall()
 
 

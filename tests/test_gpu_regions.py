@@ -9,7 +9,7 @@ import torch
 import predictor
 from predictor.core.device import DeviceInfo
 from predictor.core.regions import SHORT_UNALIGNED
-from predictor.runtime import install as installing
+from predictor.runtime.choices import installed
 from predictor.runtime.choices.discovery import find_model
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -39,7 +39,7 @@ def test_token_mixing_gemms_are_ranked_by_the_region_model():
             out = predictor.compile(model)(x)
         stats = predictor.stats()
     finally:
-        while installing._STACK:
+        while installed._STACK:
             predictor.uninstall()
         torch._dynamo.reset()
     torch.testing.assert_close(out, expected, atol=2e-2, rtol=2e-2)

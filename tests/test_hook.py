@@ -25,8 +25,9 @@ from predictor.core.candidate import to_template_kwargs
 from predictor.core.device import DeviceInfo
 from predictor.core.problem import Problem
 from predictor.rankers import make_ranker
-from predictor.runtime.choices import discovery, pruner as hook, gemm_inputs as inductor_inputs
-from predictor.runtime import install as installing
+from predictor.runtime.choices import discovery, filtering, gemm_inputs
+from predictor.runtime.choices.pruner import SLOW_FILTER_MS
+from predictor.runtime.choices import installed
 from predictor.runtime.choices.discovery import find_model
 from predictor.runtime.choices.gemm_inputs import problem_from_inputs
 from predictor.runtime.choices import filtering
@@ -503,13 +504,13 @@ def test_compile_with_dynamic_shapes_reads_size_hints():
     torch._dynamo.reset()
     try:
         with config.patch(inductor_choices_class=p, fx_graph_cache=False, max_autotune_gemm_backends="ATEN"):
-            installing._drop_cached_choices()
+            installed._drop_cached_choices()
             mm = torch.compile(lambda x, y: x @ y, mode="max-autotune-no-cudagraphs", dynamic=True)
             torch.testing.assert_close(mm(a, b), a @ b)
             bmm = torch.compile(torch.bmm, mode="max-autotune-no-cudagraphs")
             torch.testing.assert_close(bmm(ba, bb), torch.bmm(ba, bb))
     finally:
-        installing._drop_cached_choices()
+        installed._drop_cached_choices()
         torch._dynamo.reset()
     assert Problem("mm", 40, 32, 48, "float32", align=16) in seen
     assert Problem("bmm", 40, 32, 48, "float32", b=3, layout_b="col", align=16) in seen
@@ -633,7 +634,7 @@ def test_override_gap_replaces_a_benchmark_pick_the_model_is_sure_is_wrong():
 def test_a_slow_filter_warns_once_and_still_prunes(caplog):
     class SlowRanker(PositionRanker):
         def score(self, rows, device):
-            time.sleep((hook.SLOW_FILTER_MS + 10) / 1e3)
+            time.sleep((SLOW_FILTER_MS + 10) / 1e3)
             return super().score(rows, device)
 
     choices = fake_choices(PROBLEM)
@@ -643,7 +644,7 @@ def test_a_slow_filter_warns_once_and_still_prunes(caplog):
             assert len(p.filter(choices, mm_inputs(512, 768, 3072), "mm")) == 3
     slow = [r.getMessage() for r in caplog.records if "budget" in r.getMessage()]
     assert len(slow) == 1 and "ms per GEMM" in slow[0]
-    assert p.stats()["filter_ms_max"] > hook.SLOW_FILTER_MS
+    assert p.stats()["filter_ms_max"] > SLOW_FILTER_MS
 
 
 class BlockRanker(PositionRanker):
@@ -739,17 +740,17 @@ def test_cutlass_choices_are_cut_to_the_best_kernels_in_inductors_preprocessing_
     choices = [Caller("mm"), Caller("triton_mm_1", "BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, num_stages=3, num_warps=4")]
     choices += [cutlass(t, s) for t in ("64x64x64", "128x128x64", "256x128x64") for s in (1, 2, 4, 8)]
     with predictor.pruning(model_root / "syn-lgbm-all", top_k=2, cutlass_top_k=1, _device=DEVICE) as p:
-        assert installing._preprocess_with_installed in select_algorithm.get_algorithm_selector_cache().preprocessing_fns
-        kept = installing._preprocess_with_installed(choices)
+        assert installed._preprocess_with_installed in select_algorithm.get_algorithm_selector_cache().preprocessing_fns
+        kept = installed._preprocess_with_installed(choices)
     # aten and Triton untouched; one CUTLASS kernel left, with all four swizzles (they share its compile)
     assert kept[:2] == choices[:2] and len(kept) == 6 and len({c.name for c in kept[2:]}) == 1
     assert p.stats()["cutlass_considered"] == 3 and p.stats()["cutlass_kept"] == 1
-    assert installing._preprocess_with_installed(choices) == choices  # nothing installed: a no-op
+    assert installed._preprocess_with_installed(choices) == choices  # nothing installed: a no-op
     with predictor.pruning(model_root / "syn-lgbm-all", _device=DEVICE):
-        assert installing._preprocess_with_installed(choices) == choices  # cutlass_top_k=None: untouched
+        assert installed._preprocess_with_installed(choices) == choices  # cutlass_top_k=None: untouched
     for policy in ("decide", "tune"):  # the decision saw no CUTLASS kernel: none is benchmarked beside it
         with predictor.pruning(model_root / "syn-lgbm-all", policy=policy, _device=DEVICE):
-            assert installing._preprocess_with_installed(choices) == choices[:2]
+            assert installed._preprocess_with_installed(choices) == choices[:2]
     with pytest.raises(ValueError, match="cutlass_top_k"):
         HookSettings(cutlass_top_k=0)
 
@@ -1057,7 +1058,7 @@ def test_decide_keeps_cublas_for_dynamic_shapes(monkeypatch):
     choices = fake_choices(PROBLEM)
     scores = np.zeros(len(choices))
     scores[3] = 5.0
-    monkeypatch.setattr(inductor_inputs, "_hints", lambda exprs: tuple(512 if isinstance(x, SymbolicSize) else x for x in exprs))
+    monkeypatch.setattr(gemm_inputs, "_hints", lambda exprs: tuple(512 if isinstance(x, SymbolicSize) else x for x in exprs))
     dynamic = FakeInputs(FakeNode((SymbolicSize(), 3072), (3072, 1)), FakeNode((3072, 768), (768, 1)))
     p = pruner(PositionRanker(scores), policy="decide")
     assert p.filter(choices, dynamic, "mm") == [choices[0]]
@@ -1085,10 +1086,10 @@ def test_a_later_addmm_call_keeps_cublas_for_float32_under_tf32(monkeypatch):
     a, b = FakeNode((512, 3072), (3072, 1), torch.float32), FakeNode((3072, 768), (768, 1), torch.float32)
     bias_1d, bias_2d = FakeNode((768,), (1,), torch.float32), FakeNode((512, 768), (0, 1), torch.float32)
     triton_call = [c for c in fake_choices(problem) if not c.template.uid.startswith("aten::")]
-    monkeypatch.setattr(inductor_inputs, "_tf32_enabled", lambda: False)
+    monkeypatch.setattr(filtering, "tf32_enabled", lambda: False)
     from predictor.runtime.choices import split_addmm
     for tf32, expected in ((False, [triton_call[-1]]), (True, [])):
-        monkeypatch.setattr(split_addmm, "_tf32_enabled", lambda tf32=tf32: tf32)
+        monkeypatch.setattr(split_addmm, "tf32_enabled", lambda tf32=tf32: tf32)
         p = pruner(FamilyRanker(3.0), policy="decide", fallback="aten")
         p.filter([ktc("aten::addmm"), ktc("aten::bias_addmm")], FakeInputs(a, b, bias=bias_1d), "addmm")
         assert p.filter(triton_call, FakeInputs(a, b, bias=bias_2d), "addmm") == expected
@@ -1100,8 +1101,8 @@ def test_a_later_addmm_call_takes_the_same_gap_floors_as_the_aten_call(monkeypat
     from predictor.runtime.choices import split_addmm
     from predictor.runtime.choices.policy import FLOAT32_GAP
 
-    monkeypatch.setattr(split_addmm, "_tf32_enabled", lambda: False)
-    monkeypatch.setattr(inductor_inputs, "_tf32_enabled", lambda: False)
+    monkeypatch.setattr(split_addmm, "tf32_enabled", lambda: False)
+    monkeypatch.setattr(filtering, "tf32_enabled", lambda: False)
     for dtype, expected in ((torch.float16, 1), (torch.float32, 0)):
         problem = Problem("addmm", 512, 768, 3072, str(dtype).removeprefix("torch."))
         a, b = FakeNode((512, 3072), (3072, 1), dtype), FakeNode((3072, 768), (768, 1), dtype)
@@ -1120,7 +1121,7 @@ def test_tf32_read_through_the_per_backend_precision_api():
     import sys
 
     code = ("import torch; torch.backends.cuda.matmul.fp32_precision = 'tf32'; "
-            "from predictor.runtime.choices.gemm_inputs import _tf32_enabled; print(_tf32_enabled())")
+            "from predictor.runtime.compile_state import tf32_enabled; print(tf32_enabled())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
 

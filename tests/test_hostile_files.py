@@ -26,7 +26,7 @@ from predictor.testing.model_text import with_tree_sizes
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 from collectors.in_program import redecide
-from predictor.artifacts import atomic, compiled_walk, lgbm_text
+from predictor.artifacts import atomic, compiled_walk, lgbm_text, model_check, reading
 from predictor.artifacts.model_folder import ModelError, load_model, load_runtime_model, read_metadata, save_model
 from predictor.cli import main
 from predictor.core.device import DeviceInfo
@@ -34,7 +34,7 @@ from predictor.offline import export, few_rows_fit, gemv_blocks_fit
 from predictor.core.problem import PROBLEM_FIELDS, problem_id
 from predictor.rankers import make_ranker
 from predictor.runtime.choices import discovery
-from predictor.runtime.lowerings import few_rows, gemv_blocks
+from predictor.runtime.lowerings import few_rows, gemv_table
 from predictor.artifacts.schema import DatasetError, read_dataset, write_dataset, write_parquet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,7 +178,7 @@ def test_redecide_reads_an_agreement_problem_as_data_never_as_code(tmp_path):
 
 LOADERS = """
     import sys
-    from predictor.artifacts import ModelError, load_model, load_runtime_model
+    from predictor.artifacts.model_folder import ModelError, load_model, load_runtime_model
     for load in (load_runtime_model, load_model):
         try:
             load(sys.argv[1] if len(sys.argv) > 1 else {folder!r})
@@ -216,7 +216,7 @@ def test_evaluate_with_a_fifo_model_file_exits_2_at_once(lgbm_folder, tmp_path):
     assert "not a regular file (a FIFO)" in out.stderr and str(folder / "model.lgbm.txt") in out.stderr
 
 
-@pytest.mark.parametrize("folder, module", [("gemv-blocks", "gemv_blocks"), ("few-rows", "few_rows")])
+@pytest.mark.parametrize("folder, module", [("gemv-blocks", "gemv_table"), ("few-rows", "few_rows")])
 def test_a_fifo_per_gpu_table_leaves_the_compile_to_its_default(tmp_path, folder, module):
     """A FIFO named ``<root>/<table>/nvidia-h200.json`` (the GPU's own), and one that only the capability scan
     would read: the table reader warns once and the compile keeps its default, within seconds."""
@@ -227,8 +227,8 @@ def test_a_fifo_per_gpu_table_leaves_the_compile_to_its_default(tmp_path, folder
     out = child(f"""
         import logging
         logging.basicConfig(level=logging.WARNING)
-        from predictor.runtime import {module} as m
-        from predictor.runtime.choices.discovery import table_path
+        from predictor.runtime.lowerings import {module} as m
+        from predictor.artifacts.roots import table_path
         from pathlib import Path
         print(m._table("NVIDIA H200", "9.0", ({str(tmp_path / 'root')!r},)))
         print(table_path("Unknown GPU", [Path({str(tmp_path / 'root')!r})], "9.0", folder={folder!r}))
@@ -283,12 +283,12 @@ def test_dev_zero_and_a_sparse_2gb_model_file_are_refused_fast_in_bounded_memory
 
 
 def test_a_per_gpu_table_over_its_cap_is_refused_before_it_is_read(tmp_path, caplog):
-    tables = tmp_path / "root" / gemv_blocks.TABLE_FOLDER
+    tables = tmp_path / "root" / gemv_table.TABLE_FOLDER
     tables.mkdir(parents=True)
     with open(tables / "nvidia-h200.json", "wb") as handle:
-        handle.truncate(atomic.TABLE_BYTES + 1)
-    gemv_blocks._table.cache_clear()
-    assert gemv_blocks._table("NVIDIA H200", "9.0", (str(tmp_path / "root"),)) == ((), None)
+        handle.truncate(reading.TABLE_BYTES + 1)
+    gemv_table._table.cache_clear()
+    assert gemv_table._table("NVIDIA H200", "9.0", (str(tmp_path / "root"),)) == ((), None)
     assert any("more than a GEMV block table may hold" in r.getMessage() for r in caplog.records)
 
 
@@ -313,7 +313,7 @@ def test_a_forest_past_the_tree_and_slot_caps_is_refused_by_every_loader(lgbm_fo
             load(many)
         one_line(str(info.value), many / "model.lgbm.txt")
     fine = _one_leaf_forest(text, 300)
-    assert len(lgbm_text.parse_text_forest(fine).roots) == 300
+    assert len(model_check.parse_text_forest(fine).roots) == 300
     wide_tree = lgbm_text.MAX_SLOTS // (2 * 300) + 1  # leaves: 300 trees padded to this width pass the cap
     assert wide_tree < lgbm_text._MAX_LEAVES
     nodes = wide_tree - 1  # a chain: split i sends left to leaf i, right to split i+1
@@ -388,12 +388,12 @@ def test_a_new_model_the_loaders_would_refuse_never_replaces_a_good_one(lgbm_fol
 @pytest.fixture
 def no_compile(monkeypatch):
     """export's compile, replaced by a failure: a test passes only if the refusal comes before it."""
-    from predictor.runtime import compile as compiling
+    from predictor.runtime import compile
 
     def never(*args, **kwargs):
         raise AssertionError("the compile ran")
 
-    monkeypatch.setattr(compiling, "compile", never)
+    monkeypatch.setattr(compile, "compile", never)
 
 
 PROGRAM = "import torch\ndef make():\n    return (lambda a, b: a @ b), (torch.ones(4, 4), torch.ones(4, 4))\n"
@@ -475,7 +475,7 @@ def test_a_table_fit_keeps_the_users_tmp_file_and_names_the_path_on_a_full_disk(
     assert main([command, str(labels), "--out", str(out)]) == 0
     capsys.readouterr()
     assert mine.read_text() == "the user's"
-    reader = gemv_blocks if command == "gemv-fit" else few_rows
+    reader = gemv_table if command == "gemv-fit" else few_rows
     good = out.read_bytes()
     assert reader.read_table(out)
     real_write = pathlib.Path.write_text
@@ -686,9 +686,9 @@ def test_every_other_handed_file_that_is_a_fifo_is_refused_at_once(tmp_path):
 
 
 @pytest.mark.parametrize("module, edit, needle", [
-    (gemv_blocks, lambda p: p["times"].update({next(iter(p["times"])): -1.0}), "not a finite number > 0"),
-    (gemv_blocks, lambda p: p.update(n=0), "n is 0, not a whole number > 0"),
-    (gemv_blocks, lambda p: p.update(cublas_us=float("nan")), "cublas_us is nan"),
+    (gemv_table, lambda p: p["times"].update({next(iter(p["times"])): -1.0}), "not a finite number > 0"),
+    (gemv_table, lambda p: p.update(n=0), "n is 0, not a whole number > 0"),
+    (gemv_table, lambda p: p.update(cublas_us=float("nan")), "cublas_us is nan"),
     (few_rows, lambda p: p["cublas_us"].__setitem__(0, 0.0), "cublas_us is 0.0"),
     (few_rows, lambda p: p["times"][next(iter(p["times"]))].__setitem__(0, float("inf")), "is inf"),
     (few_rows, lambda p: p.update(k=1.5), "k is 1.5, not a whole number > 0"),

@@ -39,13 +39,15 @@ def test_the_rooms_exist():
     rooms = {name: {p.stem for p in (PACKAGE / name).glob("*.py")} - {"__init__"}
              for name in ("runtime", "runtime/choices", "runtime/lowerings", "runtime/dynamic", "offline", "core",
                           "artifacts")}
-    assert {"compile", "backend", "install"} <= rooms["runtime"]
+    assert {"compile", "backend", "install", "registry", "compile_state"} <= rooms["runtime"]
     assert {"pruner", "policy", "settings", "discovery", "inductor"} <= rooms["runtime/choices"]
-    assert {"registry", "gemv", "few_rows", "patchify", "pad_k", "grouped_mm", "conv"} <= rooms["runtime/lowerings"]
+    assert {"gemv", "gemv_blocks", "few_rows", "patchify", "pad_k", "grouped_mm", "conv", "addmm_bias", "base",
+            "tables"} <= rooms["runtime/lowerings"]
     assert {"size_ranges", "hints", "dynamic_hints"} <= rooms["runtime/dynamic"]
     assert {"train", "evaluate", "calibrate_fit", "report", "export"} <= rooms["offline"]
-    assert {"problem", "candidate", "device", "features", "regions"} <= rooms["core"]
-    assert {"model_folder", "lgbm_text", "compiled_walk", "atomic", "schema"} <= rooms["artifacts"]
+    assert {"problem", "candidate", "device", "features", "feature_names", "runtime_features", "regions"} <= rooms["core"]
+    assert {"model_folder", "model_check", "metadata", "roots", "lgbm_text", "text_forest", "compiled_walk", "atomic",
+            "schema"} <= rooms["artifacts"]
     assert (PACKAGE / "artifacts" / "tree_walk.c").is_file()
     # the root holds the package's face and the CLI only
     assert {p.stem for p in PACKAGE.glob("*.py")} == {"__init__", "cli"}

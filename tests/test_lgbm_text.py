@@ -9,8 +9,8 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
-from predictor.artifacts import lgbm_text
-from predictor.artifacts.lgbm_text import load_text_forest
+from predictor.artifacts import text_forest
+from predictor.artifacts.model_check import load_text_forest, parse_text_forest
 from predictor.testing.model_text import with_tree_sizes
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -88,11 +88,11 @@ def test_hook_feature_matrices_score_as_lightgbm(space, specialise, monkeypatch)
     thresholds) score as LightGBM does on float64, for the lists ``benchmarks/hook_overhead.py`` times."""
     from predictor.artifacts.model_folder import read_metadata
     from predictor.core.device import DeviceInfo
-    from predictor.core.features import runtime_feature_matrix
+    from predictor.core.runtime_features import runtime_feature_matrix
     from predictor.core.problem import Problem
     from predictor.spaces import enumerate_space
 
-    monkeypatch.setattr(lgbm_text, "_SPECIALISE_PAIRS", 0 if specialise else 1 << 62)
+    monkeypatch.setattr(text_forest, "_SPECIALISE_PAIRS", 0 if specialise else 1 << 62)
     path = MODELS / "h200-default-lgbm-all" / "model.lgbm.txt"
     forest, booster = load_text_forest(path), lgb.Booster(model_file=str(path))
     device = DeviceInfo.from_metadata(read_metadata(path.parent))
@@ -127,7 +127,7 @@ def test_float32_features_at_the_thresholds_split_as_float64():
 
 def test_constant_columns_with_missing_values_follow_lightgbm(tmp_path, monkeypatch):
     """The specialised walk (constant columns decided once) keeps LightGBM's missing-value rules."""
-    monkeypatch.setattr(lgbm_text, "_SPECIALISE_PAIRS", 0)
+    monkeypatch.setattr(text_forest, "_SPECIALISE_PAIRS", 0)
     for X, booster, path in _missing_value_models(tmp_path, 1500, seed=4):
         forest = load_text_forest(path)
         for column, value in ((0, 0.0), (2, 0.0), (1, 0.5), (2, -1.0)):
@@ -157,7 +157,7 @@ def _forests(tmp_path):
     deep = (tmp_path / "deep.txt").read_text()
     leaf = "Tree=30\nnum_leaves=1\nnum_cat=0\nleaf_value=0.25\nis_linear=0\nshrinkage=1\n\n\n"
     out.append(("deep + one leaf",
-                lgbm_text.parse_text_forest(with_tree_sizes(deep.replace("end of trees", leaf + "end of trees"))),
+                parse_text_forest(with_tree_sizes(deep.replace("end of trees", leaf + "end of trees"))),
                 lambda Z, f=out[1][2]: f(Z) + 0.25))
     return X, out
 
@@ -167,10 +167,10 @@ def test_any_depth_and_row_count_scores_as_lightgbm(tmp_path, specialise, monkey
     """The walk (every pair at its root at level 0, pairs at their leaf dropped from ``_FIRST_DROP`` on, rows in
     chunks) on forests shallower and deeper than that, with one-leaf trees, for row counts around the chunk size,
     in float64 and in the hook's float32; with the forest specialised to constant columns and without."""
-    monkeypatch.setattr(lgbm_text, "_SPECIALISE_PAIRS", 0 if specialise else 1 << 62)
+    monkeypatch.setattr(text_forest, "_SPECIALISE_PAIRS", 0 if specialise else 1 << 62)
     X, forests = _forests(tmp_path)
-    assert max(f.depth for _, f, _ in forests) > lgbm_text._FIRST_DROP >= min(f.depth for _, f, _ in forests)
-    chunk = lgbm_text._CHUNK_ROWS
+    assert max(f.depth for _, f, _ in forests) > text_forest._FIRST_DROP >= min(f.depth for _, f, _ in forests)
+    chunk = text_forest._CHUNK_ROWS
     for name, forest, expected in forests:
         for rows in (1, 3, chunk - 1, chunk, chunk + 1, 3 * chunk + 7):
             Z = X[:rows].copy()

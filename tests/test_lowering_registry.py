@@ -11,9 +11,8 @@ import torch
 
 import example_lowering
 import predictor
-from predictor.runtime.choices import pruner as pruner_module
+from predictor.runtime import compile, registry
 from predictor.runtime.choices.settings import HookSettings
-from predictor.runtime.lowerings import registry
 
 
 @pytest.fixture()
@@ -44,7 +43,7 @@ def test_an_unregistered_lowering_is_never_entered(monkeypatch, no_compile_cache
 
 
 def test_a_registered_lowering_changes_the_cache_key(monkeypatch):
-    pruner = pruner_module.GemmPruner(HookSettings())
+    pruner = compile.pruner_for(HookSettings())  # the pruner predictor.compile makes for these settings
     before_digest, before_uuid, before_pickle = registry.digest(), pruner.uuid(), pickle.dumps(pruner)
     monkeypatch.setattr(registry, "LOWERINGS", [*registry.LOWERINGS, example_lowering.LOWERING])
     assert registry.digest() != before_digest

@@ -1,5 +1,5 @@
 """What a newcomer meets first: the package's metadata and dependencies, the command line's own options, and the
-one-line messages for the mistakes a first run makes."""
+one-line messages for the mistakes a first session makes (issue 58)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ import torch
 
 import predictor
 from predictor import cli
-from predictor.runtime import compile as compiling, install as installing
-from predictor.runtime.choices import discovery
+from predictor.artifacts import roots
+from predictor.runtime import compile
+from predictor.runtime.choices import discovery, installed
 from predictor.artifacts.schema import write_dataset
 from predictor.testing.synthetic import METADATA, synthetic_dataset
 
@@ -38,7 +39,7 @@ def unhooked():
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
-    while installing._STACK:
+    while installed._STACK:
         predictor.uninstall()
 
 
@@ -129,7 +130,7 @@ def test_train_prints_its_metrics_as_one_json_document(tmp_path, capsys):
 def test_train_into_the_shipped_models_folder_needs_force(tmp_path, monkeypatch, capsys):
     shipped = tmp_path / "shipped"
     shipped.mkdir()
-    monkeypatch.setattr(discovery, "shipped_roots", lambda: [shipped])
+    monkeypatch.setattr(roots, "shipped_roots", lambda: [shipped])
     data = write_dataset(synthetic_dataset(60, seed=1), tmp_path / "d.parquet", METADATA)
     argv = ["train", "--dataset", str(data), "--ranker", "tree", "--out", str(shipped / "mine")]
     assert cli.main(argv) == 2
@@ -195,13 +196,13 @@ def test_a_missing_model_folder_is_refused_on_any_machine(unhooked, tmp_path):
         predictor.compile(torch.nn.Linear(4, 4), predictor_model="models/nope")
     with pytest.raises(ValueError, match="not a model folder"):
         predictor.compile(torch.nn.Linear(4, 4), predictor_model=tmp_path)
-    assert not installing._STACK  # refused before any hook was installed
+    assert not installed._STACK  # refused before any hook was installed
 
 
 def test_size_ranges_needs_dynamic_shapes(unhooked, caplog):
     with pytest.raises(ValueError, match="size_ranges=True needs a symbolic M.*dynamic=True"):
         predictor.compile(torch.nn.Linear(4, 4), size_ranges=True, dynamic=False)
-    with caplog.at_level(logging.WARNING, logger=compiling.__name__):
+    with caplog.at_level(logging.WARNING, logger=compile.__name__):
         predictor.compile(torch.nn.Linear(4, 4), size_ranges=True)
         predictor.compile(torch.nn.Linear(4, 4), size_ranges=True, dynamic=True)
     assert [r.getMessage() for r in caplog.records if "size_ranges" in r.getMessage()] == [
@@ -221,7 +222,7 @@ def test_the_backend_names_its_own_option(unhooked):
     torch._dynamo.reset()
     model = torch.nn.Linear(8, 8)
     torch.testing.assert_close(torch.compile(model, backend="gemm_predictor", options={"tune": 2})(x), model(x))
-    settings = installing._STACK[-1].pruner.settings
+    settings = installed._STACK[-1].pruner.settings
     assert (settings.policy, settings.top_k) == ("tune", 2)
     torch._dynamo.reset()
     with pytest.raises(Exception, match=r"unknown Inductor option\(s\) 'tunee' in torch.compile\(backend='gemm_predictor'"):
@@ -229,16 +230,16 @@ def test_the_backend_names_its_own_option(unhooked):
 
 
 def test_a_fused_transformer_layer_says_no_gemm_reached_inductor(unhooked, monkeypatch, caplog):
-    monkeypatch.setattr(compiling, "_warned_fused", set())
+    monkeypatch.setattr(compile, "_warned_fused", set())
     layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True).eval()
     x = torch.randn(2, 6, 32)
-    with torch.no_grad(), caplog.at_level(logging.WARNING, logger=compiling.__name__):
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger=compile.__name__):
         torch.testing.assert_close(predictor.compile(layer, cudagraphs=False)(x), layer(x))
     lines = [r.getMessage() for r in caplog.records if "fused op" in r.getMessage()]
     assert len(lines) == 1 and "_transformer_encoder_layer_fwd" in lines[0] and "no GEMM" in lines[0]
     assert predictor.stats()["gemms_seen"] == 0
     caplog.clear()
     torch._dynamo.reset()
-    with caplog.at_level(logging.WARNING, logger=compiling.__name__):  # in training mode its GEMMs reach Inductor
+    with caplog.at_level(logging.WARNING, logger=compile.__name__):  # in training mode its GEMMs reach Inductor
         predictor.compile(layer.train(), cudagraphs=False)(x)
     assert not [r for r in caplog.records if "fused op" in r.getMessage()]

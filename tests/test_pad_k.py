@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import predictor
-from predictor.runtime import install as installing
+from predictor.runtime.choices import installed
 from predictor.runtime.lowerings import pad_k
 
 aten = torch.ops.aten
@@ -71,7 +71,7 @@ def compile_on_cpu(small, monkeypatch, no_compile_caches):
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
-    while installing._STACK:
+    while installed._STACK:
         predictor.uninstall()
 
 
@@ -112,4 +112,4 @@ def test_a_training_step_gives_eagers_gradients(compile_on_cpu):
 def test_a_pad_k_that_is_not_a_bool_is_refused_in_one_line(value):
     with pytest.raises(ValueError, match=f"pad_k must be True or False, got {value!r}"):
         predictor.compile(torch.nn.Linear(4, 4), pad_k=value)
-    assert not installing._STACK
+    assert not installed._STACK

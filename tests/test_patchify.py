@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import predictor
-from predictor.runtime import install as installing
+from predictor.runtime.choices import installed
 from predictor.runtime.lowerings import patchify
 from predictor.runtime.lowerings.tables import added_entries, decomposition_tables
 
@@ -257,7 +257,7 @@ def compile_on_cpu(monkeypatch, tf32, no_compile_caches):
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
-    while installing._STACK:  # predictor.compile's hook stays for the compiled model's later graphs
+    while installed._STACK:  # predictor.compile's hook stays for the compiled model's later graphs
         predictor.uninstall()
 
 
@@ -325,17 +325,17 @@ def test_a_cached_compile_follows_the_patchify_setting(monkeypatch, tf32):
             assert _compiled_run(module, x, patchify=False)[3] == 1
     finally:
         torch._dynamo.reset()
-        while installing._STACK:
+        while installed._STACK:
             predictor.uninstall()
 
 
 @pytest.mark.parametrize("value", ["yes", 1, None])
 def test_a_patchify_that_is_not_a_bool_is_refused_in_one_line(value):
-    hooks = list(installing._STACK)
+    hooks = list(installed._STACK)
     with pytest.raises(ValueError, match="patchify must be True or False") as info:
         predictor.compile(_Stem(), patchify=value)
     assert "\n" not in str(info.value)
-    assert installing._STACK == hooks  # refused before any hook is installed
+    assert installed._STACK == hooks  # refused before any hook is installed
 
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "channels_last"), [
@@ -438,16 +438,15 @@ def test_the_hooks_cache_keys_carry_the_decompositions_source(monkeypatch):
     keys (torch 2.13's uuid, torch 2.11's pickle of the config value)."""
     import pickle
 
-    from predictor.runtime.choices import pruner as hook
+    from predictor.runtime import compile, registry
     from predictor.runtime.choices.settings import HookSettings
-    from predictor.runtime.lowerings import registry
 
-    pruner = hook.GemmPruner(HookSettings())
+    pruner = compile.pruner_for(HookSettings())  # the pruner predictor.compile makes for these settings
     assert registry.digest() in pickle.dumps(pruner).decode("latin-1")
     before = pruner.uuid()
     monkeypatch.setattr(registry, "digest", lambda lowerings=None: "another-rule")
-    assert hook.GemmPruner(HookSettings()).uuid() != before
-    assert b"another-rule" in pickle.dumps(hook.GemmPruner(HookSettings()))
+    assert pruner.uuid() != before
+    assert b"another-rule" in pickle.dumps(pruner)
 
 
 def test_the_decompositions_digest_covers_the_rules_that_pick_kernels(monkeypatch):
@@ -456,17 +455,19 @@ def test_the_decompositions_digest_covers_the_rules_that_pick_kernels(monkeypatc
     cache."""
     from pathlib import Path
 
-    from predictor.runtime.choices import pruner as hook
-    from predictor.runtime.lowerings import registry
+    from predictor.runtime import compile, registry
+    from predictor.runtime.choices.pruner import choices_digest
+    from predictor.runtime.choices.settings import HookSettings
 
-    before = hook.cache_digest()
+    pruner = compile.pruner_for(HookSettings())
+    before = pruner.cache_digest()
     original = Path.read_bytes
     for name in ("policy.py", "split_addmm.py", "pruner.py", "filtering.py", "patchify.py"):
         monkeypatch.setattr(Path, "read_bytes", lambda self, n=name: original(self) + (b"#" if self.name == n else b""))
-        hook.choices_digest.cache_clear()
+        choices_digest.cache_clear()
         registry.source_digest.cache_clear()
-        assert hook.cache_digest() != before, name
+        assert pruner.cache_digest() != before, name
     monkeypatch.setattr(Path, "read_bytes", original)
-    hook.choices_digest.cache_clear()
+    choices_digest.cache_clear()
     registry.source_digest.cache_clear()
-    assert hook.cache_digest() == before
+    assert pruner.cache_digest() == before

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from predictor.artifacts.model_folder import load_model, read_metadata
+from predictor.artifacts.model_folder import load_model, load_runtime_model, read_metadata
 from predictor.core.candidate import to_template_kwargs
 from predictor.core.device import DeviceInfo
 from predictor.core.problem import Problem
@@ -56,7 +56,8 @@ def decisions(model: str, lists: list) -> list[dict]:
     """Per list: the kept choices (indices) under each of ``SETTINGS`` and the ``TOP`` best scores (index, score)."""
     folder = ROOT / "models" / model
     device = DeviceInfo.from_metadata(read_metadata(folder))
-    pruners = {name: GemmPruner(HookSettings(model=str(folder), device=device, **kw)).load()
+    # loaded as install() and predictor.compile load it (a LightGBM model as a numpy forest, a tree as itself)
+    pruners = {name: GemmPruner(HookSettings(model=str(folder), device=device, **kw), load=load_runtime_model).load()
                for name, kw in SETTINGS.items()}
     out = []
     for op, choices, inputs in lists:
@@ -121,7 +122,7 @@ def test_random_lists_decide_as_with_lightgbm(model):
         inputs = mm_inputs(m, n, k, getattr(torch, problem.dtype))
         for kw in SETTINGS.values():
             settings = HookSettings(model=str(folder), device=device, **kw)
-            fast = GemmPruner(settings).load()
+            fast = GemmPruner(settings, load=load_runtime_model).load()
             slow = GemmPruner(settings, ranker=reference, metadata=meta)
             kept = [list(map(id, pruner.filter(choices, inputs, "mm"))) for pruner in (fast, slow)]
             assert kept[0] == kept[1], (problem, len(cands), kw)

@@ -15,7 +15,7 @@ from collectors.corpus_tokens import TOKEN_FAMILIES
 from predictor.artifacts.model_folder import load_model, read_metadata
 from predictor.core.candidate import to_template_kwargs
 from predictor.core.device import DeviceInfo
-from predictor.core.features import runtime_feature_matrix
+from predictor.core.runtime_features import runtime_feature_matrix
 from predictor.core.problem import Problem
 from predictor.core.regions import SHORT_UNALIGNED, region_of, rows_in_region, short_unaligned
 from predictor.runtime.choices import policy

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 from predictor.testing.synthetic import METADATA
 
-from predictor.core import features
+from predictor.core import runtime_features
 from predictor.core.candidate import CANDIDATE_FIELDS, Candidate, from_template_kwargs
 from predictor.core.device import DeviceInfo
-from predictor.core.features import feature_matrix, ranker_rows, runtime_feature_matrix
+from predictor.core.features import feature_matrix, ranker_rows
+from predictor.core.runtime_features import runtime_feature_matrix
 from predictor.core.problem import Problem, problem_from_row
 from predictor.artifacts.schema import read_dataset
 
@@ -98,15 +99,15 @@ def test_a_list_seen_before_is_reused_for_other_problems(monkeypatch):
     """The hook shares Candidates between GEMMs and ``runtime_feature_matrix`` keeps each list's candidate columns
     (by the Candidates' identity): a list reused for other problems, sizes and hints still gives the offline
     features; equal but distinct Candidates, or another order, are another list; the cache stays bounded."""
-    monkeypatch.setattr(features, "_LISTS", {})
+    monkeypatch.setattr(runtime_features, "_LISTS", {})
     problem, cands, hints = max(RECORDED, key=lambda r: len({c.family for c in r[1]}))
     for other in (problem, replace(problem, m=7, n=300), replace(problem, k=4096, dtype="bfloat16")):
         _assert_same(other, cands, hints, DEVICE)
         _assert_same(other, cands, [64] * len(cands), DEVICE)
-    assert len(features._LISTS) == 1
+    assert len(runtime_features._LISTS) == 1
     _assert_same(problem, [replace(c) for c in cands], hints, DEVICE)  # equal, not the same objects
     _assert_same(problem, cands[::-1], hints[::-1], DEVICE)
-    assert len(features._LISTS) == 3
-    for problem, cands, hints in RECORDED[:features._LISTS_SIZE + 5]:
+    assert len(runtime_features._LISTS) == 3
+    for problem, cands, hints in RECORDED[:runtime_features._LISTS_SIZE + 5]:
         _assert_same(problem, cands, hints, DEVICE)
-    assert len(features._LISTS) <= features._LISTS_SIZE
+    assert len(runtime_features._LISTS) <= runtime_features._LISTS_SIZE

@@ -14,7 +14,7 @@ from predictor.testing.synthetic import METADATA, synthetic_dataset
 
 from predictor.artifacts.model_folder import METADATA_FILE, ModelError, load_model, load_runtime_model, read_metadata, save_model
 from predictor.core.device import DeviceInfo
-from predictor.artifacts.lgbm_text import TEXT_FOREST_SIGNS, TextForestRanker
+from predictor.artifacts.model_check import TEXT_FOREST_SIGNS, TextForestRanker
 from predictor.rankers import make_ranker
 from predictor.rankers.lgbm import LGBMRankerModel, LGBMRegressorModel
 from predictor.rankers.tree import TreeRanker
@@ -160,7 +160,7 @@ def test_runtime_imports_nothing_offline():
     """The hook loads a model and prunes a list (features, scores, policy) without the offline libraries."""
     code = (
         "import predictor, predictor.artifacts.lgbm_text, predictor.core.features\n"
-        "from predictor.runtime import compile as compiling\nfrom predictor.runtime.choices import pruner as hook, policy\n"
+        "from predictor.runtime import compile\nfrom predictor.runtime.choices import policy\nfrom predictor.runtime.choices.pruner import GemmPruner, HookSettings\n"
         "from predictor.artifacts.model_folder import read_metadata\n"
         "from predictor.core.candidate import Candidate, to_template_kwargs\n"
         "from predictor.core.device import DeviceInfo\n"
@@ -170,7 +170,7 @@ def test_runtime_imports_nothing_offline():
         "import torch\n"
         f"folder = {str(ROOT / 'models' / 'h200-default-lgbm-all')!r}\n"
         "device = DeviceInfo.from_metadata(read_metadata(folder))\n"
-        "pruner = hook.GemmPruner(hook.HookSettings(model=folder, device=device, top_k=2)).load()\n"
+        "pruner = GemmPruner(HookSettings(model=folder, device=device, top_k=2)).load()\n"
         "assert pruner.disabled is None and type(pruner.ranker).__name__ == 'TextForestRanker', pruner.disabled\n"
         "cands = [Candidate('aten', aten_op='mm')] + [Candidate('triton_mm', 64 * i, 64, 32, 3, 4, 8) for i in (1, 2, 4)]\n"
         "choices = [NS(template=NS(uid=uid), params=NS(to_kwargs=lambda kw=kw: kw))\n"

@@ -13,7 +13,8 @@ import torch
 from torch._inductor.utils import run_and_get_code
 
 import predictor
-from predictor.runtime.choices import gemm_inputs as inductor_inputs
+from predictor.runtime.choices import gemm_inputs
+from predictor.runtime import compile_state
 from predictor.runtime.dynamic import size_ranges as sr
 from predictor.testing.fakes import FakeInputs, FakeNode
 
@@ -30,13 +31,13 @@ def _mlp():
 
 def test_a_symbolic_m_gemm_runs_the_kernel_of_its_range_and_plain_above_the_last():
     torch._dynamo.reset()
-    model, seen = _mlp(), len(sr.lowered_ranges())
+    model, seen = _mlp(), len(compile_state.lowered_ranges())
     compiled = torch.compile(model, dynamic=True)
     with torch.no_grad(), sr.size_ranges(devices=("cpu",)), torch._inductor.config.patch(force_disable_caches=True):
         _, (code, *_) = run_and_get_code(compiled, torch.randn(300, 64))
     # addmm and mm, each lowered once per range: the three ranges at their M and plain's (0). The order of the
     # lowerings is Inductor's (torch 2.14 lowers the chain's branches from the last), so it is not compared.
-    assert Counter(sr.lowered_ranges()[seen:]) == {6: 2, 33: 2, 129: 2, sr.PLAIN: 2}
+    assert Counter(compile_state.lowered_ranges()[seen:]) == {6: 2, 33: 2, 129: 2, sr.PLAIN: 2}
     # host-side tests of the size: `if s0 <= 16:` (torch 2.11-2.13), `buf0_selector = int(s0 <= 16)` (2.14)
     bounds = sorted({int(b) for b in re.findall(r"(?:\bif |\bint\()s\d+ <= (\d+)\b", code)})
     assert bounds == [16, 64, 256]
@@ -74,19 +75,19 @@ def test_the_decompositions_are_restored_on_exit_and_on_an_error():
 def test_the_hook_judges_a_ranged_gemm_at_the_ranges_m_not_the_graphs_hint(monkeypatch):
     s0 = sympy.Symbol("s0", positive=True, integer=True)
     hints = {s0: 300}
-    monkeypatch.setattr(inductor_inputs, "_hints",
+    monkeypatch.setattr(gemm_inputs, "_hints",
                         lambda exprs: tuple(int(hints.get(e, e)) if isinstance(e, sympy.Expr) else int(e)
                                             for e in exprs))
     bf16 = torch.bfloat16
     inputs = FakeInputs(FakeNode((s0, 4096), (4096, 1), bf16), FakeNode((4096, 1024), (1, 4096), bf16))
-    assert inductor_inputs.problem_from_inputs(inputs, "mm").m == 300  # outside a range: the graph's hint
-    with sr.judged_at(33):
-        assert inductor_inputs.problem_from_inputs(inputs, "mm").m == 33
-    with sr.judged_at(sr.PLAIN):  # above the last range: plain's lowering, the hint as before
-        assert inductor_inputs.problem_from_inputs(inputs, "mm").m == 300
+    assert gemm_inputs.problem_from_inputs(inputs, "mm").m == 300  # outside a range: the graph's hint
+    with compile_state.judged_at(33):
+        assert gemm_inputs.problem_from_inputs(inputs, "mm").m == 33
+    with compile_state.judged_at(sr.PLAIN):  # above the last range: plain's lowering, the hint as before
+        assert gemm_inputs.problem_from_inputs(inputs, "mm").m == 300
     static = FakeInputs(FakeNode((8, 4096), (4096, 1), bf16), FakeNode((4096, 1024), (1, 4096), bf16))
-    with sr.judged_at(33):
-        assert inductor_inputs.problem_from_inputs(static, "mm").m == 8  # a static M is never replaced
+    with compile_state.judged_at(33):
+        assert gemm_inputs.problem_from_inputs(static, "mm").m == 8  # a static M is never replaced
 
 
 def test_size_ranges_must_be_a_bool():

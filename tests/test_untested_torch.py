@@ -12,9 +12,8 @@ import torch
 from predictor.core.candidate import to_template_kwargs
 from predictor.core.device import DeviceInfo
 from predictor.core.problem import Problem
-from predictor.artifacts.model_folder import read_metadata
-from predictor.runtime.choices.pruner import GemmPruner
-from predictor.runtime.choices.settings import HookSettings
+from predictor.artifacts.metadata import read_metadata
+from predictor.runtime.choices.pruner import GemmPruner, HookSettings
 from predictor.spaces import FROZEN, configs, enumerate_space
 from predictor.spaces.configs import newest_tested, untested_torch
 from predictor.testing import fakes
@@ -90,8 +89,8 @@ def test_a_newer_torch_compiles_without_the_rewrites(monkeypatch, no_compile_cac
     """The short-K padding (made to act on CPU float64 here) is one of the rewrites of what Inductor sees: on a
     tested torch the compile pads, on a newer one it multiplies as plain does, output unchanged."""
     import predictor
-    from predictor.runtime import install as installing
     from predictor.runtime.lowerings import pad_k
+    from predictor.runtime.choices import installed
 
     if newer:
         _report_a_newer_torch(monkeypatch)
@@ -108,7 +107,7 @@ def test_a_newer_torch_compiles_without_the_rewrites(monkeypatch, no_compile_cac
             torch.testing.assert_close(predictor.compile(module, cudagraphs=False)(x), module(x))
     finally:
         torch._dynamo.reset()
-        while installing._STACK:
+        while installed._STACK:
             predictor.uninstall()
     assert pad_k.padded_k_count() - before == (0 if newer else 1)
     assert sum("newer than every torch" in r.getMessage() for r in caplog.records) == (1 if newer else 0)

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from predictor.artifacts.atomic import DOCUMENT_BYTES, read_json
+from predictor.artifacts.reading import DOCUMENT_BYTES, read_json
 from predictor.core.problem import Problem
 from predictor.runtime.choices.policy import DECIDE_MIN_GAP
 from predictor.artifacts.schema import DatasetError, read_parquet, write_parquet

@@ -31,9 +31,9 @@ import sys
 from pathlib import Path
 
 from predictor.artifacts.model_folder import load_runtime_model
-from predictor.artifacts.atomic import DOCUMENT_BYTES, read_json
+from predictor.artifacts.reading import DOCUMENT_BYTES, read_json
 from predictor.core.device import DeviceInfo
-from predictor.core.features import runtime_feature_matrix
+from predictor.core.runtime_features import runtime_feature_matrix
 from predictor.core.problem import Problem
 from predictor.runtime.choices.policy import decide_gap_for, decide_one, trusted_kind
 from predictor.spaces import enumerate_space

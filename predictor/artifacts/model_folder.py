@@ -12,19 +12,17 @@ library is refused, and so is a model made for another GPU. Every file is read t
 reader (a regular file under its size cap: a FIFO or ``/dev/zero`` in the folder is refused at once), and the
 metadata and model file are read as one version of the folder even while ``train`` swaps a new one in. A new
 model is loaded back before it replaces an old one. Every refusal is a one-line ``ModelError``.
-``load_runtime_model``, the hook's loader, makes the same checks and scores a LightGBM model with numpy
-(``predictor.artifacts.lgbm_text``): the hook's path imports neither LightGBM, scikit-learn nor scipy.
+The reading and every check are ``model_check``'s (the hook's path, which imports no ranker library);
+``load_runtime_model`` is its loader with ``load_model`` for the rankers it cannot score with numpy.
 """
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import logging
 import math
 import platform
-import time
 from datetime import datetime, timezone
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -32,32 +30,22 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import (METADATA_BYTES, MODEL, MODEL_BYTES, InputError, MissingInput, check_output_folder, parse_json,
-                     read_regular, staged_folder)
+from .atomic import MODEL, check_output_folder, staged_folder
 from ..core.device import DeviceInfo
-from ..core.features import FEATURE_NAMES, model_feature_count
-from .lgbm_text import TEXT_FOREST_SIGNS, ModelTextError, TextForestRanker, check_model_text, parse_text_forest
-from .schema import SCHEMA_VERSION, device_fault
+from ..core.feature_names import FEATURE_NAMES
+from .lgbm_text import ModelTextError, check_model_text
+from .metadata import METADATA_FILE, ModelError, _one_line, read_metadata
+from .model_check import (ARTIFACT_VERSION, LGBM_FILE, STATE_FILE, TEXT_FOREST_SIGNS, _checked_pair,
+                          _sha256, check_device, load_text_model, parse_text_forest)
+from .schema import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
-ARTIFACT_VERSION = 1
-METADATA_FILE = "metadata.json"
 CARD_FILE = "MODEL_CARD.md"
-LGBM_FILE = "model.lgbm.txt"
-STATE_FILE = "model.json"
 STATE_FORMAT = "gemm-predictor/ranker-state/1"
-MODEL_FILES = (LGBM_FILE, STATE_FILE)
 _LIBRARIES = ("gemm-predictor", "lightgbm", "scikit-learn", "numpy", "pandas", "pyarrow")
-
-
-class ModelError(ValueError):
-    """A model folder that cannot be used here: missing, corrupt, tampered with, or made for something else."""
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:160] if text else ''}"
+__all__ = ["CARD_FILE", "METADATA_FILE", "LGBM_FILE", "ModelError", "load_model", "load_runtime_model",
+           "read_metadata", "save_model", "model_card", "library_versions"]
 
 
 def library_versions() -> dict[str, str]:
@@ -95,10 +83,6 @@ def _params(ranker) -> dict[str, Any]:
         return ranker.get_params()
     names = [p for p in inspect.signature(type(ranker).__init__).parameters if p != "self"]
     return {name: getattr(ranker, name) for name in names if hasattr(ranker, name)}
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _serialise(ranker) -> tuple[str, bytes]:
@@ -181,154 +165,53 @@ def save_model(ranker, folder: str | Path, metadata: dict[str, Any]) -> Path:
     return folder
 
 
-def read_metadata(folder: str | Path) -> dict[str, Any]:
-    """The folder's metadata.json, unchecked beyond being a JSON object."""
-    path = Path(folder) / METADATA_FILE
+def save_model(ranker, folder: str | Path, metadata: dict[str, Any]) -> Path:
+    """Write ``ranker`` (fitted) with ``metadata`` (must hold the ``device`` section) to ``folder``.
+
+    The caller's metadata (dataset, space, metrics, ...) is kept; this adds schema/artifact versions,
+    the ranker's name and hyper-parameters, the feature names, library versions and the model sha256.
+    ``folder`` must be new, empty or a model folder (``predictor.artifacts.atomic``); it is written next to its final
+    place and swapped in whole, so a crash leaves the old model."""
+    folder = check_output_folder(folder, MODEL)
+    if hasattr(ranker, "__sklearn_is_fitted__") and not ranker.__sklearn_is_fitted__():
+        raise ModelError(f"{folder}: ranker {ranker.name!r} is not fitted; call fit first")
     try:
-        data = read_regular(path, METADATA_BYTES, METADATA_FILE)
-    except MissingInput:
-        raise ModelError(f"{folder}: no model here ({METADATA_FILE} missing)") from None
-    except InputError as exc:  # a FIFO, a device, a folder, a file over the cap: named as such, never "missing"
-        raise ModelError(str(exc)) from None
-    try:
-        meta = parse_json(data, path, "JSON document")
-    except InputError as exc:  # bad JSON, deep nesting, an integer of thousands of digits
-        raise ModelError(str(exc)) from None
-    if not isinstance(meta, dict):
-        raise ModelError(f"{path}: not a JSON object")
-    return meta
-
-
-# metadata fields the library reads, and the JSON types they must have (absent is fine)
-_NUMBER = (int, float)
-_META_TYPES: dict[str, tuple[type, ...]] = {
-    "name": (str,), "space": (str,), "split_seed": (int,), "test_fraction": _NUMBER, "refit_all": (bool,),
-    "dataset_sha256": (str, type(None)), "dataset": (dict,), "datasets": (list,), "split": (dict,),
-    "pruning": (dict, type(None)), "problem_ranges": (dict,), "metrics": (dict,), "libraries": (dict,),
-    "torch_version": (str,), "space_fingerprint": (str, type(None)),
-}
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true/false", dict: "an object",
-               list: "a list", type(None): "null"}
-
-
-def _check_types(meta: dict[str, Any], where: str) -> None:
-    """Refuse metadata fields of the wrong JSON type with one line (they would fail later, deep in a consumer)."""
-    for key, kinds in _META_TYPES.items():
-        value = meta.get(key)
-        if key in meta and (not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)):
-            expected = "a number" if kinds == _NUMBER else " or ".join(_TYPE_NAMES[k] for k in kinds)
-            raise ModelError(f"{where}: metadata {key!r} is {value!r:.40}, not {expected}")
-    groups = meta.get("split", {}).get("test_groups")
-    if groups is not None and not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
-        raise ModelError(f"{where}: metadata split.test_groups must be a list of group names")
-    pruning = meta.get("pruning") or {}
-    margin = pruning.get("margin")
-    # a NaN margin keeps nothing within it and a negative one drops every Triton choice: both prune to cuBLAS alone
-    if margin is not None and (not _is_number(margin) or not math.isfinite(margin) or margin < 0):
-        raise ModelError(f"{where}: metadata pruning.margin is {margin!r:.40}, not a finite number >= 0 or null")
-    top_k = pruning.get("top_k")
-    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
-        raise ModelError(f"{where}: metadata pruning.top_k is {top_k!r:.40}, not an integer >= 1")
-    ranges = meta.get("problem_ranges", {})
-    for key in ("b", "m", "n", "k"):
-        pair = ranges.get(key)
-        if key in ranges and not (isinstance(pair, list) and len(pair) == 2
-                                  and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
-                                  and 1 <= pair[0] <= pair[1]):
-            raise ModelError(f"{where}: metadata problem_ranges.{key} is {pair!r:.40}, not [low, high] with "
-                             "1 <= low <= high")
-    for key in ("ops", "dtypes", "kinds"):
-        names = ranges.get(key)
-        if key in ranges and not (isinstance(names, list) and all(isinstance(v, str) for v in names)):
-            raise ModelError(f"{where}: metadata problem_ranges.{key} is {names!r:.40}, not a list of names")
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, _NUMBER) and not isinstance(value, bool)
-
-
-def check_device(device: DeviceInfo, where: str) -> None:
-    """The device numbers of a model's metadata are plausible (``predictor.artifacts.schema.device_fault``), else ModelError."""
-    fault = device_fault(device)
-    if fault:
-        raise ModelError(f"{where}: {fault}")
-
-
-def _checked_metadata(folder: Path, expect_device: DeviceInfo | None,
-                      meta: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(metadata, ranker section)`` after every check that needs no model file: versions, features, types, GPU.
-    ``meta``: the folder's metadata already read (else it is read here)."""
-    meta = read_metadata(folder) if meta is None else meta
-    where = str(folder)
-    if meta.get("artifact_version") != ARTIFACT_VERSION:
-        raise ModelError(f"{where}: artifact version {meta.get('artifact_version')!r}, this library reads {ARTIFACT_VERSION}")
-    if meta.get("schema_version") != SCHEMA_VERSION:
-        raise ModelError(f"{where}: trained on dataset schema {meta.get('schema_version')!r}, "
-                         f"this library reads {SCHEMA_VERSION}; retrain it")
-    names = meta.get("feature_names")
-    if not isinstance(names, list):
-        raise ModelError(f"{where}: metadata has no feature_names list")
-    try:
-        model_feature_count(names)
+        device = DeviceInfo.from_metadata(metadata)
     except ValueError as exc:
-        raise ModelError(f"{where}: {exc}") from None
-    _check_types(meta, where)
-    try:
-        device = DeviceInfo.from_metadata(meta)
-    except (TypeError, ValueError) as exc:
-        raise ModelError(f"{where}: {_one_line(exc)}") from None
-    check_device(device, where)
-    if expect_device is not None and not device.same_gpu(expect_device):
-        raise ModelError(f"{where}: model was trained for {device.gpu} (cc {device.cc}); "
-                         f"this device is {expect_device.gpu} (cc {expect_device.cc})")
-    spec = meta.get("ranker")
-    if not isinstance(spec, dict) or not isinstance(spec.get("params", {}), dict):
-        raise ModelError(f"{where}: metadata has no ranker section")
-    return meta, spec
+        raise ModelError(f"{folder}: {exc}") from None
+    check_device(device, str(folder))
+    model_file, payload = _serialise(ranker)
+    meta = {
+        **metadata,
+        "artifact_version": ARTIFACT_VERSION,
+        "schema_version": SCHEMA_VERSION,
+        "ranker": {"name": ranker.name, "class": type(ranker).__name__, "params": _params(ranker)},
+        "feature_names": list(FEATURE_NAMES),
+        "space": metadata.get("space", "default"),
+        "device": device.to_dict(),
+        "libraries": library_versions(),
+        "created_utc": metadata.get("created_utc") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "model_file": model_file,
+        "model_sha256": _sha256(payload),
+    }
+    meta = _jsonable(meta)
+    text = json.dumps(meta, indent=2) + "\n"
 
-
-def _verified_model_file(folder: Path, meta: dict[str, Any]) -> tuple[str, bytes]:
-    """``(model file name, its bytes)`` once the bytes match the metadata's sha256; nothing is parsed before."""
-    model_file = meta.get("model_file")
-    if model_file not in MODEL_FILES:
-        raise ModelError(f"{folder}: unknown model file {model_file!r}; this library reads {' or '.join(MODEL_FILES)} "
-                         "(never a pickle)")
-    path = folder / model_file
-    try:
-        payload = read_regular(path, MODEL_BYTES, "model file")
-    except MissingInput:
-        raise ModelError(f"{path}: unreadable (no such file)") from None
-    except InputError as exc:  # a FIFO, a device, a folder, a file over the cap
-        raise ModelError(str(exc)) from None
-    digest = _sha256(payload)
-    if digest != meta.get("model_sha256"):
-        raise ModelError(f"{path}: sha256 {digest[:12]}... does not match the metadata's "
-                         f"{str(meta.get('model_sha256'))[:12]}...; the file is corrupt or was changed")
-    return model_file, payload
-
-
-_PAIR_READS = 5  # reads of (metadata, model file) before a mismatch is taken for a corrupt folder
-_PAIR_PAUSE_S = 0.01  # the pause before the n-th read again is n times this (0.1 s in all on a corrupt folder)
-
-
-def _checked_pair(folder: Path, expect_device: DeviceInfo | None) -> tuple[dict[str, Any], dict[str, Any], str, bytes]:
-    """``(metadata, ranker section, model file name, its bytes)`` of one version of the folder, every check passed.
-
-    ``train`` swaps a whole new folder in while others may be loading it: a reader can take the metadata of one
-    version and the model file of the next (a sha256 mismatch that is no corruption), and a folder swapped twice
-    during one read shows the first metadata again (so "the same metadata read twice" proves nothing). A mismatch,
-    or a model file gone, is therefore read again after a short pause, ``_PAIR_READS`` times: a swap takes
-    milliseconds, a corrupt folder stays corrupt on every read."""
-    for attempt in range(_PAIR_READS):
-        meta, spec = _checked_metadata(folder, expect_device)
+    with staged_folder(folder, MODEL) as tmp:
+        (tmp / model_file).write_bytes(payload)
+        (tmp / CARD_FILE).write_text(model_card(meta))
+        (tmp / METADATA_FILE).write_text(text)
+        # the new folder loads as every reader will load it, before it replaces anything: a model the loaders
+        # refuse (implausible device numbers, a forest over the caps) never takes the place of a good one
         try:
-            model_file, payload = _verified_model_file(folder, meta)
-            return meta, spec, model_file, payload
-        except ModelError:
-            if attempt == _PAIR_READS - 1:
-                raise
-            time.sleep(_PAIR_PAUSE_S * (attempt + 1))
-    raise AssertionError("unreachable")  # pragma: no cover
+            load_model(tmp)
+            if model_file == LGBM_FILE and ranker.name in TEXT_FOREST_SIGNS:
+                parse_text_forest(payload, tmp / model_file)
+        except (ModelError, ModelTextError) as exc:
+            why = str(exc).replace(str(tmp), str(folder))  # the staging folder's name means nothing to the user
+            raise ModelError(f"{folder}: the new model would not load, so it was not written ({why})") from None
+    log.info("saved %s model to %s (sha256 %s)", ranker.name, folder, meta["model_sha256"][:12])
+    return folder
 
 
 def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
@@ -363,27 +246,9 @@ def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
 
 
 def load_runtime_model(folder: str | Path, expect_device: DeviceInfo | None = None):
-    """``(ranker, metadata)`` for the hook: the checks of ``load_model``, and for a LightGBM model a
-    ``TextForestRanker`` that scores with numpy, same scores, without importing LightGBM, scikit-learn or scipy
-    (over a second at every compile's start). Other rankers (the decision tree, the baselines) load through
-    ``load_model``, which imports the ranker registry only then. Even where LightGBM is installed its predictor
-    is not used: it is slower on one CPU thread (2400 choices: ~17 ms against the compiled walker's ~1.3 ms and
-    the numpy walk's ~15 ms)."""
-    folder = Path(folder)
-    meta, spec, model_file, payload = _checked_pair(folder, expect_device)
-    from ..spaces.configs import warn_if_space_changed  # reads the installed torch's lists: the hook's loader only
-
-    warn_if_space_changed(meta, str(folder))
-    name = spec.get("name")
-    if meta.get("model_file") != LGBM_FILE or name not in TEXT_FOREST_SIGNS:
-        return load_model(folder, expect_device)
-    try:
-        ranker = TextForestRanker(name, parse_text_forest(payload, folder / model_file))
-    except ModelTextError as exc:  # names the file and the first bad field already
-        raise ModelError(str(exc)) from None
-    except Exception as exc:  # a file this reader cannot parse, as one line
-        raise ModelError(f"{folder / model_file}: cannot load ({_one_line(exc)})") from None
-    return ranker, meta
+    """``(ranker, metadata)`` as the hook loads them (``model_check.load_text_model``): a LightGBM model as a numpy
+    forest, any other ranker through ``load_model``."""
+    return load_text_model(folder, expect_device, otherwise=load_model)
 
 
 def _metrics_table(metrics: dict[str, dict[str, float]], ks=(1, 2, 3, 5, 8, 10)) -> str:
@@ -431,7 +296,7 @@ def model_card(meta: dict[str, Any]) -> str:
         f"Ranks PyTorch Inductor GEMM candidates (space `{meta.get('space', 'default')}`); higher score = predicted "
         "faster. `predictor.compile` takes one candidate per GEMM from it; `predictor.install` prunes max-autotune's "
         "list to its top k.",
-        *([f"Region model: it ranks only the GEMMs of region `{meta['region']}` (`predictor/core/regions.py`), which the "
+        *([f"Region model: it ranks only the GEMMs of region `{meta['region']}` (`predictor/regions.py`), which the "
            "hook scores with it beside the GPU's main model; it was trained and scored on that region's problems."]
           if meta.get("region") else []),
         "",

@@ -15,7 +15,7 @@ memory and an fp32 accumulator spread over ``32 * num_warps`` threads. Device pr
 Families other than Triton get neutral tile features: counts and sizes 0, efficiencies 1.
 
 Two ways in, one arithmetic (``_matrix``): ``feature_matrix`` reads a DataFrame (training, evaluation);
-``runtime_feature_matrix`` reads a Problem and its Candidates straight into numpy (the hook, where building a
+``runtime_features.runtime_feature_matrix`` reads a Problem and its Candidates straight into numpy (the hook, where building a
 DataFrame cost more than the model). pandas and pyarrow are imported only by the DataFrame functions, so the
 hook's import path carries neither (a quarter of a second at every compile's start).
 """
@@ -23,13 +23,13 @@ hook's import path carries neither (a quarter of a second at every compile's sta
 from __future__ import annotations
 
 from functools import partial
-from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .candidate import CANDIDATE_FIELDS, NUMERIC_FIELDS, Candidate
 from .device import DeviceInfo
+from .feature_names import ATEN_OPS, DTYPES, FAMILIES, FEATURE_NAMES, FP8_DTYPES, N_FEATURES, OPS, SCALED_OPS
 from .problem import DTYPE_BYTES, PROBLEM_FIELDS, Problem
 
 if TYPE_CHECKING:
@@ -45,53 +45,6 @@ FALLBACK_BANDWIDTH_GBS = 1000.0
 # Decompose-K writes fp32 partial products (one m x n slab per split) and reads them back to sum them.
 PARTIAL_BYTES = 4
 
-DTYPES = ("float16", "bfloat16", "float32", "int8")
-OPS = ("mm", "addmm", "bmm", "int_mm")
-FAMILIES = ("triton_mm", "triton_tma", "decompose_k", "aten")
-ATEN_OPS = ("mm", "addmm", "bias_addmm", "bmm", "_int_mm")
-# Added after the first models (fp8 _scaled_mm): appended at the end of FEATURE_NAMES, so a model trained on the
-# features before them (a prefix) still loads and scores on its own columns (``model_feature_count``).
-FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
-SCALED_OPS = ("scaled_mm_tensorwise", "scaled_mm_rowwise")
-
-FEATURE_NAMES: list[str] = [
-    # problem
-    "log2_m", "log2_n", "log2_k", "log2_b", "log2_flops", "log2_intensity", "log2_ideal_us",
-    *(f"dtype_{d}" for d in DTYPES), "in_bytes", "out_bytes",
-    "layout_a_col", "layout_b_col", "align_bytes", "m_aligned16", "n_aligned16", "k_aligned16",
-    *(f"op_{o}" for o in OPS),
-    # candidate identity
-    *(f"family_{f}" for f in FAMILIES), *(f"aten_{o.lstrip('_')}" for o in ATEN_OPS),
-    "log2_block_m", "log2_block_n", "log2_block_k", "num_stages", "num_warps", "group_m",
-    # tiles and quantisation (useful fraction of the padded work, and of the last tile)
-    "log2_tiles_m", "log2_tiles_n", "k_iters", "even_k",
-    "eff_m", "eff_n", "eff_k", "last_tile_m", "last_tile_n", "last_tile_k", "pad_eff",
-    # parallelism over the SMs
-    "log2_ctas", "waves", "waves_ceil", "wave_eff", "sm_fill",
-    # resources
-    "smem_stage_kb", "smem_frac", "smem_fits", "acc_regs", "tile_intensity",
-    # decompose-K
-    "k_split", "log2_k_per_split", "log2_dk_extra_bytes", "dk_extra_ratio",
-    # roofline
-    "log2_tile_load_bytes", "log2_roofline_us", "roofline_ratio_log2",
-    # fp8 scaled mm (appended: see FP8_DTYPES)
-    *(f"dtype_{d}" for d in FP8_DTYPES), *(f"op_{o}" for o in SCALED_OPS), "aten_scaled_mm",
-]
-N_FEATURES = len(FEATURE_NAMES)
-
-
-def model_feature_count(names: list[str] | tuple[str, ...]) -> int:
-    """How many leading columns of ``FEATURE_NAMES`` a model reads: its features must be a prefix of them (the
-    library appends new features, never reorders). Raises ValueError naming the first difference."""
-    names = list(names)
-    if names == FEATURE_NAMES[:len(names)] and names:
-        return len(names)
-    first = next((i for i, (a, b) in enumerate(zip(names, FEATURE_NAMES, strict=False)) if a != b),
-                 min(len(names), len(FEATURE_NAMES)))
-    theirs = names[first] if first < len(names) else "(end)"
-    ours = FEATURE_NAMES[first] if first < len(FEATURE_NAMES) else "(end)"
-    raise ValueError(f"model uses {len(names)} features, this library computes {len(FEATURE_NAMES)}; they differ "
-                     f"from #{first} ({theirs!r} vs {ours!r}); retrain it")
 _INDEX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 assert len(_INDEX) == N_FEATURES, "duplicate feature names"
 
@@ -231,58 +184,6 @@ def feature_matrix(rows: pd.DataFrame, device: DeviceInfo) -> np.ndarray:
 # device) by the identity of its Candidates, which the hook shares between GEMMs (``candidates_from_choices``):
 # every GEMM of a compile with the same list reuses them. Each entry holds its Candidates, so no id in a key can
 # be reused while the entry lives.
-_LISTS: dict[tuple[int, ...], tuple] = {}
-_LISTS_SIZE = 32
-
-
-def runtime_feature_matrix(problem: Problem, cands: list[Candidate], hints: list[int | None],
-                           device: DeviceInfo) -> np.ndarray:
-    """``feature_matrix(ranker_rows(problem, cands, hints), device)`` without building the DataFrame: the same
-    columns (a problem field is one value, M each choice's multi-kernel hint where it has one), reduced the way
-    ``feature_matrix`` reduces them, so the two agree bit for bit (``tests/test_runtime_features.py``). What depends
-    on the candidates alone is computed once per list of Candidates (``_LISTS``)."""
-    if not cands:
-        return np.zeros((0, N_FEATURES), dtype=np.float32)
-    m: Values = float(problem.m)
-    if hints.count(None) != len(hints):  # (C-level counts: the exhaustive list has 2400 choices)
-        ms = np.array([problem.m if h is None else int(h) for h in hints], dtype=np.float64)
-        m = float(ms[0]) if (ms == ms[0]).all() else ms  # as _numeric(scalar_if_constant=True)
-    numbers = {"b": float(problem.b), "m": m, "n": float(problem.n), "k": float(problem.k),
-               "align": float(problem.align)}
-    key = tuple(map(id, cands))
-    entry = _LISTS.get(key)
-    if entry is None:
-        entry = (tuple(cands), *_candidate_columns(cands), {})
-        if len(_LISTS) >= _LISTS_SIZE:
-            _LISTS.clear()  # (atomic: compiles may run on several threads)
-        _LISTS[key] = entry
-    _, table, family, aten_op, parts = entry
-    strs = {name: (None, [getattr(problem, name)]) for name in ("op", "dtype", "out_dtype", "layout_a", "layout_b")}
-    strs["family"], strs["aten_op"] = family, aten_op
-    return _matrix(len(cands), [numbers[c] for c in _PROBLEM_NUMERIC], table, strs, device, parts)
-
-
-def _candidate_columns(cands: list[Candidate]) -> tuple[np.ndarray, tuple, tuple]:
-    """The candidates' ``_CANDIDATE_NUMERIC`` as a (7, rows) array, their families and aten ops factorised."""
-    # one flat iterator into numpy: a fifth of the time of np.array over a list of tuples
-    table = np.fromiter(chain.from_iterable([c.numbers for c in cands]), dtype=np.float64,
-                        count=len(cands) * len(_CANDIDATE_NUMERIC)).reshape(len(cands), -1)
-    return (np.ascontiguousarray(table.T), _factorise([c.family for c in cands]),
-            _factorise([c.aten_op for c in cands]))
-
-
-def _factorise(values: list) -> tuple[np.ndarray | None, list]:
-    """``_string_codes`` for one Python list: (None, [value]) when it holds one value, else codes into the distinct
-    values in order of appearance; None (missing) gets code -1. (dict and map work at C speed: 2400 values.)"""
-    distinct = list(dict.fromkeys(values))
-    if len(distinct) == 1 and distinct[0] is not None:
-        return None, distinct
-    uniques = [v for v in distinct if v is not None]
-    index: dict[Any, int] = {v: i for i, v in enumerate(uniques)}
-    index[None] = -1
-    return np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values)), uniques
-
-
 def _matrix(n_rows: int, problem: list[Values], candidate: np.ndarray, strs: dict[str, tuple[np.ndarray | None, list]],
             device: DeviceInfo, parts: dict | None = None) -> np.ndarray:
     """The features from columns: ``problem`` (b, m, n, k, align; scalars where constant), ``candidate``

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..artifacts.atomic import DOCUMENT_BYTES, InputError, read_json
+from ..artifacts.reading import DOCUMENT_BYTES, InputError, read_json
 
 log = logging.getLogger(__name__)
 

@@ -62,7 +62,7 @@ def _make_baseline(name: str) -> Any:
 
 
 def _select_space(rows: pd.DataFrame, space: str, source: str) -> pd.DataFrame:
-    from ..artifacts.schema import DatasetError, select_space
+    from ..artifacts.dataset_rules import DatasetError, select_space
 
     try:
         return select_space(rows, space, source)

@@ -37,7 +37,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..artifacts.atomic import DOCUMENT_BYTES, OutputError, check_output_file, claim_output, read_regular, write_text
+from ..artifacts.atomic import OutputError, check_output_file, claim_output, write_text
+
+from ..artifacts.reading import DOCUMENT_BYTES, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -194,16 +196,18 @@ def _export_table(fn_or_module: Any, example_inputs: Any, out_path: Path, *, mod
                   device_key: bool, key_choices: Any, **compile_kwargs: Any) -> dict[str, Any]:
     import torch
 
-    from ..runtime import compile as compiling, install as installing
+    from ..runtime import compile, install
+
+    from ..runtime.choices import installed
 
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     options = {**(compile_kwargs.pop("options", None) or {}), "fx_graph_cache": False}
     recorder = DecisionRecorder(key_choices, device_key=device_key)
-    depth = len(installing._STACK)
+    depth = len(installed._STACK)
     torch._dynamo.reset()
     try:
-        compiled = compiling.compile(fn_or_module, options=options, **compile_kwargs)
-        pruner = installing._STACK[-1].pruner
+        compiled = compile.compile(fn_or_module, options=options, **compile_kwargs)
+        pruner = installed._STACK[-1].pruner
         previous, pruner.recorder = pruner.recorder, recorder
         try:
             from torch._functorch import config as functorch_config
@@ -215,8 +219,8 @@ def _export_table(fn_or_module: Any, example_inputs: Any, out_path: Path, *, mod
         finally:
             pruner.recorder = previous
     finally:
-        while len(installing._STACK) > depth:
-            installing.uninstall()
+        while len(installed._STACK) > depth:
+            install.uninstall()
         torch._dynamo.reset()
     table, conflicts = recorder.table()
     if not table:
@@ -249,7 +253,7 @@ def _export_table(fn_or_module: Any, example_inputs: Any, out_path: Path, *, mod
         "device_key": device_key,
         "predictor_model": None if pruner.model_path is None else str(pruner.model_path),
         "predictor_disabled": pruner.disabled,
-        "inductor_options": _json_safe({**compiling.RECOMMENDED_OPTIONS, "triton.cudagraphs": cudagraphs,
+        "inductor_options": _json_safe({**compile.RECOMMENDED_OPTIONS, "triton.cudagraphs": cudagraphs,
                                         **{k: v for k, v in options.items() if k != "fx_graph_cache"}}),
         "gemms": {"recorded": len(recorder.decisions), "keys": len(table), "conflicts": conflicts,
                   "skipped": dict(recorder.skipped),

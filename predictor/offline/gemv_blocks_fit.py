@@ -32,7 +32,7 @@ import pandas as pd
 from predictor.artifacts.atomic import check_output_file, claim_output, write_text
 from predictor.offline.gemv_eval import read_labels
 from predictor.runtime.lowerings.gemv import takes_reduction, takes_reduction_by_table
-from predictor.runtime.lowerings.gemv_blocks import K_TAIL_EXPONENT, MIN_K, GemvKernel, parse_table, ranked_configs
+from predictor.runtime.lowerings.gemv_table import K_TAIL_EXPONENT, MIN_K, GemvKernel, parse_table, ranked_configs
 
 KIND = "gemv_block_labels"
 ATEN, DEFAULT = "aten/plain", "gemv/reduction"

@@ -29,11 +29,12 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ..artifacts.model_folder import load_model, read_metadata, save_model
-from ..core.device import DeviceInfo
 from ..artifacts.label_store import COLLECTOR, read_store
+from ..artifacts.model_folder import load_model, read_metadata, save_model
+from ..artifacts.schema import SCHEMA_VERSION, read_dataset, validate_frame, write_dataset
+from ..core.candidate import CANDIDATE_FIELDS
+from ..core.device import DeviceInfo
 from ..core.problem import PROBLEM_FIELDS
-from ..artifacts.schema import CANDIDATE_FIELDS, SCHEMA_VERSION, read_dataset, validate_frame, write_dataset
 from .calibrate_fit import base_training_rows
 from .split import in_groups, recorded_test_groups
 from .train import _problem_ranges, evaluate_ranker

@@ -12,7 +12,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..artifacts.atomic import DOCUMENT_BYTES, REPORT, InputError, check_output_folder, read_json, staged_folder
+from ..artifacts.atomic import REPORT, check_output_folder, staged_folder
+
+from ..artifacts.reading import DOCUMENT_BYTES, InputError, read_json
 from .metrics import FAILED_FLOOR, HEADLINE, METRIC_COLUMNS, SIZE_BANDS, EvaluationError, EvaluationResult
 from .plots import plot_family_confusion, plot_fraction_vs_size, plot_oracle_curves
 

@@ -13,7 +13,7 @@ def shipped_model(folder: str | Path) -> Path | None:
     that is a folder whose ``metadata.json`` git tracks (a model a user trained into ``models/`` is theirs); in an
     installed package every model folder (the wheel carries them all)."""
     from ..artifacts.model_folder import METADATA_FILE
-    from ..runtime.choices.discovery import shipped_roots
+    from ..artifacts.roots import shipped_roots
 
     folder = Path(folder).expanduser().resolve()
     if not (folder / METADATA_FILE).is_file():

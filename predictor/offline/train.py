@@ -21,7 +21,8 @@ from ..core.device import DeviceInfo
 from .metrics import KS, RANDOM, finite_scores, per_problem_fraction, random_expectation, summarise
 from ..runtime.choices.policy import problem_kind
 from ..rankers import BASELINES, RANKERS, make_ranker
-from ..artifacts.schema import check_dataset_device, check_unique_rows, file_sha256, read_dataset, select_space
+from ..artifacts.dataset_rules import check_dataset_device, check_unique_rows, select_space
+from ..artifacts.schema import file_sha256, read_dataset
 from ..spaces import SPACES
 from ..spaces.configs import space_metadata
 from .shipped import check_not_shipped

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from ..core.device import DeviceInfo
-from ..core.features import FEATURE_NAMES, feature_matrix, model_feature_count
+from ..core.feature_names import FEATURE_NAMES, model_feature_count
+from ..core.features import feature_matrix
 from ._common import LEVELS_PER_DOUBLING, RELEVANCE_LEVELS, RankerBase, fraction_gains, relevance, training_rows
 
 if TYPE_CHECKING:  # imported where a booster is fitted: the CLI's other commands run without LightGBM

@@ -24,7 +24,7 @@ MODES: dict[str | None, dict[str, Any]] = {
     "max-autotune": {"tune": TUNE_FOR_MAX_AUTOTUNE},
     "max-autotune-no-cudagraphs": {"tune": TUNE_FOR_MAX_AUTOTUNE, "cudagraphs": False},
 }
-# predictor.compile's arguments that options= may carry (compiling.prepare checks their values)
+# predictor.compile's arguments that options= may carry (compile.prepare checks their values)
 OWN_OPTIONS = ("tune", "cudagraphs", "predictor_model", "decide_gap", "fallback")
 WHERE = f"torch.compile(backend={NAME!r}, options=...)"
 
@@ -40,10 +40,10 @@ def gemm_predictor(gm: Any, example_inputs: Any, mode: str | None = None,
     inductor = dict(options or {})
     own = {key: inductor.pop(key) for key in OWN_OPTIONS if key in inductor}
     try:
-        merged, cudagraphs = prepare(options=inductor, where=WHERE, **{**MODES[mode], **own})
+        merged, cudagraphs, pruner = prepare(options=inductor, where=WHERE, **{**MODES[mode], **own})
     except ValueError as exc:  # raised here, not from prepare's frames: Dynamo shows this frame and the message
         raise ValueError(f"backend {NAME!r}, options {own or inductor}: {exc}") from None
-    return _inductor_backend(merged, cudagraphs)(gm, example_inputs)
+    return _inductor_backend(merged, cudagraphs, pruner=pruner)(gm, example_inputs)
 
 
 def register() -> None:

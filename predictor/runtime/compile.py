@@ -39,12 +39,16 @@ import os
 from collections.abc import Iterator
 from typing import Any, Callable
 
-from . import install as installing
+from ..artifacts.metadata import METADATA_FILE
+from ..artifacts.model_folder import load_runtime_model
+from . import registry
+from .choices import installed
 from .choices.policy import DECIDE_MIN_GAP
+from .choices.pruner import SEARCH_SPACE, GemmPruner
 from .choices.settings import HookSettings
-from .lowerings import gemv_blocks, registry
 from .lowerings.base import CompileFlags
-from .lowerings.gemv_blocks import GemvKernel, choose_from_table
+from .lowerings import gemv_table
+from .lowerings.gemv_table import GemvKernel, choose_from_table
 from .lowerings.tables import wrapped_attribute
 from ..spaces.configs import warn_if_untested_torch
 
@@ -72,6 +76,32 @@ def recommended_settings(model: str | os.PathLike | None = None, decide_gap: flo
 
 
 CUDAGRAPHS = (True, "training", False)
+_PRUNERS: dict[HookSettings, GemmPruner] = {}  # one per settings compiled with: each keeps one model
+
+
+def lowerings_digest() -> str:
+    """``registry.digest`` of the lowerings registered when asked (a pruner pickles this function by name)."""
+    return registry.digest()
+
+
+def pruner_for(settings: HookSettings) -> GemmPruner:
+    """The pruner every ``predictor.compile`` of these settings uses, made (and its model loaded) at the first:
+    compiles of the same settings share it, so alternating settings keep one pruner (one model) each, until
+    ``predictor.uninstall()`` (``prepare``)."""
+    pruner = _PRUNERS.get(settings)
+    if pruner is None:
+        pruner = _PRUNERS.setdefault(settings, GemmPruner(settings, load=load_runtime_model,
+                                                          lowerings_digest=lowerings_digest))
+    return pruner.load()
+
+
+def _active(pruner: GemmPruner | None) -> contextlib.AbstractContextManager[None]:
+    """``pruner`` installed while its compiled object compiles (Inductor consults the choices then, in the forward's
+    compile and in a backward's at its first call): a compile of another object, with other settings, in between
+    changes nothing for it."""
+    if pruner is None:
+        return contextlib.nullcontext()
+    return installed.active(pruner, SEARCH_SPACE[pruner.settings.space])
 
 
 def _graph_needs_backward(gm: Any, example_inputs: Any) -> bool:
@@ -109,8 +139,9 @@ def _capture_aware_cudagraphify() -> Iterator[None]:
 
 def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
                       on_training_graph: Callable[[], None] | None = None, by_size_range: bool = False,
-                      patchify: bool = True, pad_k: bool = True) -> Any:
-    """torch.compile's own Inductor backend object with ``options``, deciding CUDA graph trees per graph.
+                      patchify: bool = True, pad_k: bool = True, pruner: GemmPruner | None = None) -> Any:
+    """torch.compile's own Inductor backend object with ``options``, deciding CUDA graph trees per graph, and
+    ``pruner`` (None: whatever is installed) choosing the GEMMs of every graph it compiles.
 
     A subclass of ``torch._TorchCompileInductorWrapper`` (what ``torch.compile`` builds for ``backend="inductor"``)
     so that Dynamo treats it as Inductor (cache keys, ``torch._dynamo.reset`` resetting the trees, the CUPTI
@@ -127,15 +158,17 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
             patches = {**self.config, **(kwargs.get("config_patches") or {}), "triton.cudagraphs": trees}
             _note_fused_layers(model_)
             if warn_if_untested_torch():  # no rewrite of what Inductor sees was checked against this torch
-                return compile_fx(model_, inputs_, config_patches=patches)
+                with _active(pruner):
+                    return compile_fx(model_, inputs_, config_patches=patches)
             # decompositions apply here, where AOTAutograd traces the forward and backward together; lowering and
             # codegen happen in compile_fx's inner compile, which runs for the backward later, at its first call,
             # outside this call: inner_compile carries their patches there (config_patches, compile_fx re-applies)
             # a symbolic M: one kernel per range of it (opt-in), or else the few-rows kernel up to 16 rows
-            flags = CompileFlags(patchify=patchify, pad_k=pad_k, size_ranges=by_size_range, gemv_top=gemv_top())
-            with registry.entered("trace", flags), _capture_aware_cudagraphify(), \
+            flags = CompileFlags(patchify=patchify, pad_k=pad_k, size_ranges=by_size_range,
+                                 gemv_top=gemv_top(pruner.settings if pruner is not None else None))
+            with _active(pruner), registry.entered("trace", flags), _capture_aware_cudagraphify(), \
                     _without_autograd_cache(not (patchify and pad_k)):
-                return compile_fx(model_, inputs_, inner_compile=_inner_compile_as_decided(flags),
+                return compile_fx(model_, inputs_, inner_compile=_inner_compile_as_decided(flags, pruner),
                                   config_patches=patches)
 
     return PredictorInductor(None, {**options, "triton.cudagraphs": cudagraphs is not False}, None)
@@ -150,29 +183,31 @@ def _without_autograd_cache(bypass: bool) -> contextlib.AbstractContextManager[A
     return functorch_config.patch(enable_autograd_cache=False) if bypass else contextlib.nullcontext()
 
 
-def _inner_compile_as_decided(flags: CompileFlags) -> Callable[..., Any]:
+def _inner_compile_as_decided(flags: CompileFlags, pruner: GemmPruner | None = None) -> Callable[..., Any]:
     """Inductor's inner compile (one graph's lowering and codegen: the forward now, a backward at its first call)
     inside the registry's "lower" lowerings (convolutions as plain, grouped GEMMs decided, GEMV kernels given the
     table's blocks, a dynamic graph's kernels sized for large sizes). Without it a training graph's backward would
-    lower grouped GEMMs under ``max_autotune_gemm`` and benchmark ~40 configs each."""
+    lower grouped GEMMs under ``max_autotune_gemm`` and benchmark ~40 configs each. ``pruner`` is installed
+    again around it: a backward compiled later, after other compiles, still gets its own object's settings."""
     def inner_compile(gm: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
         from torch._inductor import compile_fx
 
-        with registry.entered("lower", dataclasses.replace(flags, example_inputs=example_inputs)):
+        with _active(pruner), registry.entered("lower", dataclasses.replace(flags, example_inputs=example_inputs)):
             return compile_fx.compile_fx_inner(gm, example_inputs, *args, **kwargs)
     return inner_compile
 
 
-def gemv_top() -> int:
-    """GEMV block configs per kernel: the table's best; under ``tune=K`` (the installed hook's policy "tune") the
-    table's K best, benchmarked by Inductor on each kernel's first call."""
-    settings = installing._STACK[-1].pruner.settings if installing._STACK else None
+def gemv_top(settings: HookSettings | None = None) -> int:
+    """GEMV block configs per kernel: the table's best; under ``tune=K`` (policy "tune" of ``settings``, default the
+    installed hook's) the table's K best, benchmarked by Inductor on each kernel's first call."""
+    if settings is None:
+        settings = installed._STACK[-1].pruner.settings if installed._STACK else None
     return settings.top_k if settings is not None and settings.policy in ("prune", "tune") else 1
 
 
 def gemv_choice() -> Callable[[GemvKernel], Any]:
     """How this compile's GEMV kernels get their blocks (``gemv_top`` of this GPU's table)."""
-    return functools.partial(choose_from_table, rows=gemv_blocks.table_for_this_gpu(), top=gemv_top())
+    return functools.partial(choose_from_table, rows=gemv_table.table_for_this_gpu(), top=gemv_top())
 
 
 def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
@@ -206,14 +241,17 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     short reduction not a multiple of 8 (token mixing, patch-14 stems) multiply zero-padded operands, so cuBLAS and
     Triton run aligned kernels (``runtime.pad_k``); False multiplies them as they are.
     ``record``: under ``tune``, every benchmark Inductor runs is appended as labelled rows to the label store
-    (``runtime.feedback``; ``gemm-predictor refit`` folds them into a local model for this GPU); False records
-    nothing. ``label_store``: the store folder (default: ``~/.cache/gemm-predictor/labels/<gpu>``, or
+    (``runtime.choices.feedback``; ``gemm-predictor refit`` folds them into a local model for this GPU); False
+    records nothing. ``label_store``: the store folder (default: ``~/.cache/gemm-predictor/labels/<gpu>``, or
     ``$GEMM_PREDICTOR_LABELS/<gpu>``; docs/LEARN.md).
     ``options``: extra Inductor options, applied over the recommended ones. Anything else goes to ``torch.compile``
     (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).
 
-    The hook is installed process-wide (``predictor.stats()`` counts its decisions; ``predictor.uninstall()``
-    removes it); compiling several models with the same settings shares one hook."""
+    The settings are the compiled object's own: its graphs are compiled with its pruner whenever they compile (a
+    recompile, a backward), whatever was compiled since; compiles with the same settings share one pruner (one
+    model loaded). The latest compile's pruner is also installed process-wide, for what a plain ``torch.compile``
+    compiles with max-autotune (``predictor.stats()`` counts the decisions of the pruner that compiled last;
+    ``predictor.uninstall()`` removes the process-wide one)."""
     if model is None or not callable(model):
         raise ValueError(f"predictor.compile needs a model to compile (an nn.Module or a function), got "
                          f"{type(model).__name__}")
@@ -230,20 +268,20 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     for name, flag in (("size_ranges", size_ranges), ("patchify", patchify), ("pad_k", pad_k), ("record", record)):
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be True or False, got {flag!r}")
-    merged, cudagraphs = prepare(cudagraphs, predictor_model, decide_gap, fallback, tune, options)
+    merged, cudagraphs, pruner = prepare(cudagraphs, predictor_model, decide_gap, fallback, tune, options)
     from .choices import feedback  # learning from use: the tuned mode's benchmarks become labels
 
-    feedback.attach(installing._STACK[-1].pruner, record, label_store)
+    feedback.attach(pruner, record, label_store)
     return compile_without_hook(model, merged, cudagraphs, by_size_range=size_ranges, patchify=patchify,
-                                pad_k=pad_k, **torch_compile_kwargs)
+                                pad_k=pad_k, pruner=pruner, **torch_compile_kwargs)
 
 
 def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
             decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten", tune: int | None = None,
             options: dict[str, Any] | None = None,
-            where: str = "predictor.compile(options=...)") -> tuple[dict[str, Any], bool | str]:
-    """Check ``predictor.compile``'s arguments (one-line ValueError), install the hook they ask for (unless the
-    same is installed already) and return the Inductor options and CUDA-graph setting to compile with."""
+            where: str = "predictor.compile(options=...)") -> tuple[dict[str, Any], bool | str, GemmPruner]:
+    """Check ``predictor.compile``'s arguments (one-line ValueError), install the hook they ask for process-wide (in
+    place of an earlier compile's) and return the Inductor options, CUDA-graph setting and pruner to compile with."""
     if cudagraphs not in CUDAGRAPHS:
         raise ValueError(f"cudagraphs must be True, 'training' or False, got {cudagraphs!r}")
     if tune is not None and (isinstance(tune, bool) or not isinstance(tune, int) or tune < 1):
@@ -253,18 +291,21 @@ def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | 
         cudagraphs = bool(merged.pop("triton.cudagraphs"))
     _check_options(merged, where)  # before installing anything: a refused call leaves no hook behind
     _check_model_folder(predictor_model)
-    settings = recommended_settings(predictor_model, decide_gap, fallback, tune)
-    if not (installing._STACK and installing._STACK[-1].pruner.settings == settings):
-        installing.install_settings(settings)
-    return merged, cudagraphs
+    if not any(entry.by_compile for entry in installed._STACK):
+        # predictor.uninstall() took the compiles' hook out: later compiles start afresh (new counters, the model
+        # read again), while every object compiled before keeps its own pruner
+        _PRUNERS.clear()
+    pruner = pruner_for(recommended_settings(predictor_model, decide_gap, fallback, tune))
+    installed.push(pruner, SEARCH_SPACE[pruner.settings.space], by_compile=True)
+    return merged, cudagraphs, pruner
 
 
 def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool | str = True,
                          by_size_range: bool = False, patchify: bool = True, pad_k: bool = True,
-                         **torch_compile_kwargs: Any) -> Any:
+                         pruner: GemmPruner | None = None, **torch_compile_kwargs: Any) -> Any:
     """What ``predictor.compile`` compiles with, the hook aside: Inductor with ``options``, CUDA graph trees decided
-    per graph, and the accumulated-gradient guard on a module. Whatever chooses the GEMMs is the caller's (the
-    installed hook, or a lookup table in ``collectors/in_program/collect.py``)."""
+    per graph, and the accumulated-gradient guard on a module. Whatever chooses the GEMMs is ``pruner`` or, without
+    one, the caller's (the installed hook, or a lookup table in ``collectors/in_program/collect.py``)."""
     import torch
 
     guarded: list[Any] = []
@@ -275,7 +316,7 @@ def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool |
         if not guarded and isinstance(compiled, torch.nn.Module):
             guarded.append(compiled.register_forward_pre_hook(AccumulatedGradGuard()))
 
-    backend = _inductor_backend(options, cudagraphs, guard_gradients, by_size_range, patchify, pad_k)
+    backend = _inductor_backend(options, cudagraphs, guard_gradients, by_size_range, patchify, pad_k, pruner)
     compiled = torch.compile(model, backend=backend, **torch_compile_kwargs)
     return compiled
 
@@ -329,8 +370,6 @@ def _check_model_folder(predictor_model: str | os.PathLike | None) -> None:
     if predictor_model is None:
         return
     from pathlib import Path
-
-    from ..artifacts.model_folder import METADATA_FILE
 
     folder = Path(predictor_model)
     if not folder.is_dir():

@@ -1,5 +1,6 @@
-"""``install`` / ``uninstall`` / ``pruning`` / ``stats``: putting a :class:`~predictor.runtime.choices.pruner.GemmPruner` into
-Inductor, in every compiling thread, and taking it out again.
+"""``install`` / ``uninstall`` / ``pruning`` / ``stats``: a :class:`~predictor.runtime.choices.pruner.GemmPruner` put
+into Inductor for every compile of the process (stock max-autotune pruned), in every compiling thread
+(``choices.installed``), and taken out again.
 """
 
 from __future__ import annotations
@@ -9,64 +10,13 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from ..artifacts.model_folder import load_runtime_model
 from ..core.device import DeviceInfo
+from .choices import installed
 from .choices.counters import empty_stats
-from .choices.pruner import SEARCH_SPACE, GemmPruner
-from .choices.installed import _LAST, _STACK, _Installed
 from .choices.policy import ATEN_ALONE_BELOW_US, DECIDE_MIN_GAP
+from .choices.pruner import SEARCH_SPACE, GemmPruner
 from .choices.settings import HookSettings
-
-
-def _drop_cached_choices() -> None:
-    """Make every thread build its InductorChoices afresh on its next compile.
-
-    Inductor caches the handler per thread on first use (``virtualized._choices_default``). Deleting it here
-    only reaches this thread, but a backward pass is compiled lazily in autograd's device thread, which
-    keeps whatever it cached during an earlier compile (measured on the H200: a transformer block's backward
-    GEMMs were then never pruned). Moving the cache to a new thread-local key misses in every thread."""
-    from torch._inductor import virtualized
-
-    key = virtualized._choices._key
-    if hasattr(virtualized.threadlocal, key):
-        delattr(virtualized.threadlocal, key)
-    _KEY_GENERATION[0] += 1
-    virtualized._choices._key = f"__torchinductor_choices_gemm_predictor_{_KEY_GENERATION[0]}"
-
-
-_KEY_GENERATION = [0]
-_PREPROCESSING_REGISTERED = [False]
-
-
-def _preprocess_with_installed(choices: list[Any]) -> list[Any]:
-    """Registered once with Inductor (preprocessing functions cannot be removed one by one): defers to the
-    pruner installed now, and is a no-op when none is."""
-    return _STACK[-1].pruner.preprocess(choices) if _STACK else choices
-
-
-def _register_preprocessing() -> None:
-    if _PREPROCESSING_REGISTERED[0]:
-        return
-    from torch._inductor import select_algorithm
-
-    if hasattr(select_algorithm, "add_preprocessing_fn"):  # torch >= 2.10
-        select_algorithm.add_preprocessing_fn(_preprocess_with_installed)
-        _PREPROCESSING_REGISTERED[0] = True
-
-
-def _choices_factory(pruner: GemmPruner) -> Any:
-    """Inductor's per-thread default for ``V.choices``, building our choices in every thread.
-
-    Setting ``config.inductor_choices_class`` alone is not enough: torch >= 2.13 keeps config assignments
-    per thread (ContextVar), so autograd's thread, which compiles the backward pass, would not see it."""
-
-    def make() -> Any:
-        from torch._inductor import virtualized
-
-        handler = pruner()
-        setattr(virtualized.threadlocal, virtualized._choices._key, handler)
-        return handler
-
-    return make
 
 
 def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str = "default", keep_aten: bool = True,
@@ -122,33 +72,15 @@ def install(model: str | os.PathLike | None = None, top_k: int = 5, space: str =
 
 def install_settings(settings: HookSettings) -> GemmPruner:
     """``install()`` from a ready :class:`HookSettings`."""
-    pruner = GemmPruner(settings).load()
-    from torch._inductor import config, virtualized
-
-    _STACK.append(_Installed(pruner, config.inductor_choices_class, config.max_autotune_gemm_search_space,
-                             virtualized._choices._default))
-    virtualized._choices._default = _choices_factory(pruner)
-    _register_preprocessing()
-    _LAST[:] = [pruner]
-    config.inductor_choices_class = pruner
-    config.max_autotune_gemm_search_space = SEARCH_SPACE[settings.space]
-    _drop_cached_choices()
+    pruner = GemmPruner(settings, load=load_runtime_model).load()
+    installed.push(pruner, SEARCH_SPACE[settings.space])
     return pruner
 
 
 def uninstall() -> None:
-    """Undo the most recent ``install()`` (a no-op when none is active)."""
-    if not _STACK:
-        return
-    entry = _STACK.pop()
-    from torch._inductor import config
-
-    config.inductor_choices_class = entry.previous_class
-    config.max_autotune_gemm_search_space = entry.previous_space
-    from torch._inductor import virtualized
-
-    virtualized._choices._default = entry.previous_default
-    _drop_cached_choices()
+    """Undo the most recent ``install()`` (or ``predictor.compile``'s process-wide hook); a no-op when none is
+    active."""
+    installed.pop()
 
 
 @contextlib.contextmanager
@@ -166,8 +98,9 @@ def stats() -> dict[str, Any]:
     """The counters of the most recently installed pruner (see ``GemmPruner.stats``); zeros if none."""
     from .choices import feedback
 
-    if _LAST:
+    if installed._LAST:
         # which model decided (a local refit or the shipped one), and what the tuned mode recorded
-        return {**_LAST[0].stats(), "model": None if _LAST[0].model_path is None else str(_LAST[0].model_path),
+        last = installed._LAST[0]
+        return {**last.stats(), "model": None if last.model_path is None else str(last.model_path),
                 "labels": feedback.stats()}
     return {**empty_stats(), "model": None, "labels": feedback.stats()}

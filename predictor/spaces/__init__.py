@@ -2,11 +2,12 @@
 
 ``enumeration``: the rules (which templates, scaling, pruning, order); ``configs``: the torch-release-bound
 config lists, read from the installed torch with frozen per-release copies as the fallback, and their
-fingerprint, recorded in model metadata.
+fingerprint, recorded in model metadata; ``frames``: spaces as one long DataFrame (collectors, baselines).
 """
 
 from .configs import (
     FROZEN,
+    SPACES,
     InductorConfigs,
     configs_for,
     installed_configs,
@@ -15,16 +16,15 @@ from .configs import (
     warn_if_untested_torch,
 )
 from .enumeration import (
-    SPACES,
     _smem_bytes,
     enumerate_space,
     k_splits,
-    space_frame,
     tma_compatible,
     use_decompose_k,
     use_tma_template,
     use_triton_templates,
 )
+from .frames import space_frame
 
 __all__ = ["FROZEN", "SPACES", "InductorConfigs", "configs_for", "enumerate_space", "installed_configs", "k_splits",
            "space_frame", "tma_compatible", "use_decompose_k", "use_tma_template", "use_triton_templates",

@@ -24,6 +24,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+SPACES = ("default", "exhaustive")  # the candidate spaces: Inductor's DEFAULT and EXHAUSTIVE search spaces
+
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)
 Config = tuple[int, int, int, int, int]
 

@@ -15,7 +15,8 @@ import numpy as np
 from ...core.candidate import Candidate, candidates_from_choices
 from ...core.features import ideal_time_us
 from ...core.problem import Problem
-from .gemm_inputs import _lowering_node, _tf32_enabled, output_feeds_pointwise, problem_from_inputs, scaled_op
+from ..compile_state import tf32_enabled
+from .gemm_inputs import _lowering_node, output_feeds_pointwise, problem_from_inputs, scaled_op
 from .policy import (EXPLICIT_KIND_OPS, aten_alone_if_small, decide_one, decided_choices, keep_best,
                      out_of_training_range, untrained_kind, with_aten_fallback, with_epilogue_templates)
 from .region_models import model_for
@@ -81,7 +82,7 @@ def prune(pruner: GemmPruner, choices: list[Any], kernel_inputs: Any, op_name: s
     outside = out_of_training_range(model.metadata.get(RANGES_KEY), problem, sizes=s.min_confidence is not None)
     if outside:
         raise PassThrough("out_of_distribution", outside, warn=False)
-    if problem.dtype == "float32" and _tf32_enabled():
+    if problem.dtype == "float32" and tf32_enabled():
         # labels time float32 with TF32 off (Inductor's default); with TF32 on, cuBLAS and the Triton
         # templates run other instructions and the ranking does not carry over
         raise PassThrough("tf32", f"{problem}: float32 with TF32 enabled was never measured", warn=False)

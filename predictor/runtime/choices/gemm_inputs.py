@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...core.problem import DTYPE_BYTES, Problem
-from ..dynamic.size_ranges import range_m
+from ..compile_state import range_m
 
 
 def _hints(exprs: Sequence[Any]) -> tuple[int, ...]:
@@ -84,7 +84,7 @@ def _operands_key(nodes: list[Any]) -> tuple | None:
 
 def problem_from_inputs(kernel_inputs: Any, op: str) -> Problem:
     """The Problem as Inductor lowers it (a symbolic M at the graph's size hint, or at the representative M of the
-    range being lowered: ``size_ranges.range_m``). ``align`` follows ``collectors.corpus.alignment``: the largest
+    range being lowered: ``compile_state.range_m``). ``align`` follows ``collectors.corpus.alignment``: the largest
     power of two <= 16 bytes dividing every non-unit operand stride, the output strides and the bases."""
     if hasattr(kernel_inputs, "mat1mat2"):
         mat1, mat2 = kernel_inputs.mat1mat2()
@@ -174,18 +174,3 @@ def output_consumers(node: Any, depth: int = 3) -> list[str]:
         name = getattr(getattr(getattr(user, "target", None), "overloadpacket", None), "__name__", "")
         names.append(f"aten.{name}" if name else str(getattr(user, "op", "?")))
     return names
-
-
-def _tf32_enabled() -> bool:
-    """Whether float32 matmuls may run as TF32. ``torch.get_float32_matmul_precision`` raises once the
-    per-backend API (``torch.backends.cuda.matmul.fp32_precision``, torch >= 2.9) was used; that one is read
-    then, and TF32 is assumed when neither can be read (cuBLAS, plain's choice, is kept)."""
-    import torch
-
-    try:
-        return torch.get_float32_matmul_precision() != "highest"
-    except RuntimeError:
-        try:
-            return torch.backends.cuda.matmul.fp32_precision == "tf32"
-        except Exception:  # noqa: BLE001 -- unreadable: treat as TF32 on
-            return True

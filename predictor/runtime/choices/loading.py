@@ -1,5 +1,9 @@
 """The model a pruner scores with: found for this GPU (``discovery``) or named, loaded once, checked against the
-GPU, with the region models beside a discovered one; and the scores it gives, remembered per problem."""
+GPU, with the region models beside a discovered one; and the scores it gives, remembered per problem.
+
+The folder is read by a loader given to it: by default ``model_check.load_text_model`` (LightGBM text models,
+scored with numpy); ``predictor.compile`` and ``install`` give ``model_folder.load_runtime_model``, which also
+rebuilds the fit side's other rankers (the decision tree, the baselines) and so imports the ranker registry."""
 
 from __future__ import annotations
 
@@ -10,15 +14,21 @@ from typing import Any
 
 import numpy as np
 
-from ...artifacts.model_folder import ModelError, load_runtime_model, read_metadata
+from ...artifacts.metadata import ModelError, read_metadata
+from ...artifacts.model_check import load_text_model
 from ...core.candidate import Candidate
 from ...core.device import DeviceInfo
-from ...core.features import ranker_rows, runtime_feature_matrix
+from ...core.features import ranker_rows
 from ...core.problem import Problem
+from ...core.regions import REGIONS
+from ...core.runtime_features import runtime_feature_matrix
 from .discovery import _this_gpu, find_model, model_roots
-from .region_models import RegionModel, load_region_models
+from .region_models import RegionModel
 from .settings import HookSettings
 from ...spaces.configs import warn_if_untested_torch
+
+# (folder, the GPU it must have been trained for or None) -> (ranker, metadata); raises ModelError
+FolderLoader = Callable[[Path, DeviceInfo | None], tuple[Any, dict[str, Any]]]
 
 log = logging.getLogger("predictor.runtime.choices.pruner")
 
@@ -29,8 +39,10 @@ _SCORE_CACHE = 4096  # problems whose scores a model remembers
 class LoadedModel:
     """The ranker, its metadata and the GPU it was trained for; ``disabled`` says why there is none."""
 
-    def __init__(self, settings: HookSettings, ranker: Any = None, metadata: dict[str, Any] | None = None) -> None:
+    def __init__(self, settings: HookSettings, ranker: Any = None, metadata: dict[str, Any] | None = None,
+                 load: FolderLoader | None = None) -> None:
         self.settings = settings
+        self.load_folder: FolderLoader = load or load_text_model
         self.ranker = ranker
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.path: Path | None = None
@@ -80,16 +92,16 @@ class LoadedModel:
                        and trained_for.same_architecture(device))
             # a LightGBM model scores without LightGBM (lgbm_text, compiled_walk): importing it (and scikit-learn,
             # scipy) takes over a second, and its predictor is slower (2400 choices: ~17 ms against ~1.3 ms)
-            self.ranker, self.metadata = load_runtime_model(folder, expect_device=None if similar else device)
+            self.ranker, self.metadata = self.load_folder(folder, None if similar else device)
         except ModelError as exc:
             return self._disable(warn_once, "no_model", f"{exc}; every GEMM: {fallback_words}")
-        except Exception as exc:  # noqa: BLE001 -- load_runtime_model wraps known errors; this is the rest
+        except Exception as exc:  # noqa: BLE001 -- the loader wraps known errors; this is the rest
             return self._disable(warn_once, "no_model", f"{folder}: cannot load ({type(exc).__name__}: {exc}); "
                                  f"every GEMM: {fallback_words}")
         self.path = folder
         self.device = DeviceInfo.from_metadata(self.metadata)
         if s.model is None:  # a model the caller names ranks every GEMM itself
-            self.region_models = load_region_models(device, s.space, s.allow_similar_gpu, warn_once)
+            self.region_models = load_region_models(device, s.space, s.allow_similar_gpu, warn_once, self.load_folder)
         if similar:
             warn_once("similar_gpu", f"using {folder}, trained on {trained_for.gpu}, for "
                       f"{device.gpu} (same cc {device.cc}, {device.sm_count} SMs, same shared memory); "
@@ -122,3 +134,24 @@ class LoadedModel:
                 self.scores_.pop(next(iter(self.scores_)), None)
             self.scores_[key] = scores
         return scores
+
+
+def load_region_models(device: DeviceInfo, space: str, allow_similar: bool, warn: Callable[[str, str], None],
+                       load: FolderLoader = load_text_model) -> dict[str, RegionModel]:
+    """region -> its model (``predictor.core.regions``), for every region with a model for ``device``
+    (``warn(key, message)`` on a bad one, whose region the main model then ranks)."""
+    found: dict[str, RegionModel] = {}
+    for region in REGIONS:
+        folder = find_model(device, space, allow_similar=allow_similar, region=region)
+        if folder is None:
+            continue
+        try:
+            trained_for = DeviceInfo.from_metadata(read_metadata(folder))
+            similar = not trained_for.same_gpu(device)
+            ranker, metadata = load(folder, None if similar else device)
+        except Exception as exc:  # noqa: BLE001 -- the main model still ranks the region: never break a compile
+            warn(f"region_model:{region}", f"{folder}: cannot load ({type(exc).__name__}: {exc}); the main model "
+                 f"ranks the {region} GEMMs")
+            continue
+        found[region] = RegionModel(region, ranker, metadata, DeviceInfo.from_metadata(metadata), folder)
+    return found

@@ -21,20 +21,20 @@ import logging
 import threading
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ...core.candidate import Candidate, from_choice_caller
 from ...core.problem import Problem
-from ..lowerings import registry
 from .counters import Counters
 from .cutlass import is_cutlass_choice, keep_cutlass
 from .discovery import _this_gpu
 from .filtering import RANGES_KEY, PassThrough, prune
 from .gemm_inputs import _operands_key, one_kernel_fits
 from .installed import _STACK
-from .loading import LoadedModel
+from .loading import FolderLoader, LoadedModel
 from .policy import GAP_FLOORS, decide_gap_for, fallback_choices, override_choice, trusted_kind
 from .region_models import RegionModel
 from .settings import HookSettings
@@ -59,10 +59,6 @@ def choices_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def cache_digest() -> str:
-    """What a compiled graph's reuse depends on beyond the settings: the choice filter's source and every
-    lowering's share (``registry.digest``)."""
-    return f"{choices_digest()}-{registry.digest()}"
 
 
 class GemmPruner:
@@ -72,11 +68,17 @@ class GemmPruner:
 
     ``uuid()`` goes into Inductor's cache keys: torch 2.13 calls the factory and the instance's ``uuid()``; torch 2.11
     pickles the config value, a pruner as its settings and ``cache_digest()``: no graph of other settings is reused.
+
+    Given by whoever makes the pruner: ``load``, how a model folder is read (``loading.LoadedModel``), and
+    ``lowerings_digest``, the share of the cache key of the lowerings the compile applies (``predictor.compile``
+    gives ``registry.digest``; a pruner installed for plain ``torch.compile`` sees no lowering and has none).
     """
 
-    def __init__(self, settings: HookSettings, ranker: Any = None, metadata: dict[str, Any] | None = None) -> None:
+    def __init__(self, settings: HookSettings, ranker: Any = None, metadata: dict[str, Any] | None = None,
+                 load: FolderLoader | None = None, lowerings_digest: Callable[[], str] | None = None) -> None:
         self.settings = settings
-        self.model = LoadedModel(settings, ranker, metadata)
+        self.model = LoadedModel(settings, ranker, metadata, load)
+        self.lowerings_digest = lowerings_digest
         self.counters = Counters()
         self._load_lock = threading.Lock()
         self._loaded = ranker is not None
@@ -104,6 +106,13 @@ class GemmPruner:
     margin = property(lambda self: self.model.margin())
     _scores = property(lambda self: self.model.scores_)
 
+    def cache_digest(self) -> str:
+        """What a compiled graph's reuse depends on beyond the settings: the choice filter's source and, for a
+        pruner of ``predictor.compile``, every lowering's share (``lowerings_digest``)."""
+        if self.lowerings_digest is None:
+            return choices_digest()
+        return f"{choices_digest()}-{self.lowerings_digest()}"
+
     def load(self) -> GemmPruner:
         """Resolve and load the model once; on any problem disable pruning with one warning."""
         with self._load_lock:
@@ -123,7 +132,7 @@ class GemmPruner:
 
     def uuid(self) -> str:
         self.load()
-        digest = cache_digest()
+        digest = self.cache_digest()
         if self._uuid is None or self._uuid[0] != digest:
             s = self.settings
             key = {"model_sha256": None if self.ranker is None else self.metadata.get("model_sha256"),
@@ -139,7 +148,8 @@ class GemmPruner:
         return self._uuid[1]
 
     def __reduce__(self) -> tuple:
-        return _restore_pruner, (self.settings, cache_digest())  # torch 2.11 keys its caches on this pickle
+        # torch 2.11 keys its caches on this pickle; the collaborators are functions, pickled by name
+        return _restore_pruner, (self.settings, self.cache_digest(), self.model.load_folder, self.lowerings_digest)
 
     def __copy__(self) -> GemmPruner:
         return self  # config snapshots copy values; one pruner keeps one model and one set of counters
@@ -283,7 +293,9 @@ class GemmPruner:
                 else "keeping the aten/cuBLAS choice alone, as plain torch.compile would (fallback='aten')")
 
 
-def _restore_pruner(settings: HookSettings, _digest: str | None = None) -> GemmPruner:
-    """Unpickling (a compile subprocess, a config snapshot): the installed pruner with these settings, or a new one."""
+def _restore_pruner(settings: HookSettings, _digest: str | None = None, load: FolderLoader | None = None,
+                    lowerings_digest: Callable[[], str] | None = None) -> GemmPruner:
+    """Unpickling (a compile subprocess, a config snapshot): the installed pruner with these settings, or a new one
+    with the same collaborators."""
     same = [entry.pruner for entry in _STACK if entry.pruner.settings == settings]
-    return same[-1] if same else GemmPruner(settings)
+    return same[-1] if same else GemmPruner(settings, load=load, lowerings_digest=lowerings_digest)

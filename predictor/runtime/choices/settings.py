@@ -7,7 +7,7 @@ import math
 
 from ...core.device import DeviceInfo
 from .policy import ATEN_ALONE_BELOW_US, DECIDE_MIN_GAP, FALLBACKS
-from ...spaces import SPACES
+from ...spaces.configs import SPACES
 
 
 @dataclasses.dataclass(frozen=True)

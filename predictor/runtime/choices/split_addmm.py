@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from ...core.candidate import Candidate, from_template_kwargs
-from .gemm_inputs import _lowering_node, _operands_key, _tf32_enabled, problem_from_inputs
+from ..compile_state import tf32_enabled
+from .gemm_inputs import _lowering_node, _operands_key, problem_from_inputs
 from .policy import decide_one, decided_choices, is_aten_choice, out_of_training_range
 from .region_models import model_for
 from .settings import HookSettings
@@ -72,7 +73,7 @@ class SplitAddmm:
         # saw, float32 under TF32 (never measured) keep the earlier call's cuBLAS choice
         ranges = pruner.metadata.get("problem_ranges")
         if (out_of_training_range(ranges, problem, sizes=pruner.settings.min_confidence is not None)
-                or (problem.dtype == "float32" and _tf32_enabled())):
+                or (problem.dtype == "float32" and tf32_enabled())):
             return []
         every = [*cands, *_ATEN_ADDMM]
         region = model_for(pruner.region_models, problem)

@@ -11,7 +11,8 @@ miss where the best kernel changes. The choice here rests on the GEMM ranker (th
    runtime sizes (regret = best score among all the hints' kernels minus the best among the chosen): a larger
    set only when it lowers the regret by at least ``min_gain``.
 
-The hook uses it with ``install(hints="predict")``; ``benchmarks/hint_sweep_analysis.py`` evaluates it on the
+The hook uses it with ``install(hints="predict")``; ``suggest_hints`` gives a program's hint list;
+``benchmarks/hint_sweep_analysis.py`` evaluates it on the
 M-sweep labels against the fixed ``[64, 256, 4096]`` list (through ``predictor.offline.hint_eval``).
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -110,22 +112,25 @@ def hints_worth_tuning(ranker: Any, device: DeviceInfo, problem: Problem, cands:
 
 # --------------------------------------------------------------------------- config.multi_kernel_hints
 
+
 def suggest_hints(gemms: Sequence[Problem], model: str | None = None, device: DeviceInfo | None = None,
                   grid: Sequence[int] = HINT_GRID, runtime: tuple[int, int] = (1, 16384),
-                  max_hints: int = MAX_HINTS, min_gain: float = MIN_GAIN) -> list[int]:
+                  max_hints: int = MAX_HINTS, min_gain: float = MIN_GAIN, load: Any = None) -> list[int]:
     """``config.multi_kernel_hints`` for a program whose dynamic-M GEMMs are ``gemms`` (their M is ignored):
     the union of each GEMM's predicted hints over ``runtime``.
 
     Inductor compiles one kernel per hint in that global list for every dynamic GEMM, so this, not the
     choice filter, is what cuts the kernels compiled. Each hint's kernel is the model's favourite among
     Inductor's own candidates at M = hint (``predictor.spaces``). ``model``: a model folder (default: the
-    shipped one for ``device``, itself defaulting to this GPU)."""
+    shipped one for ``device``, itself defaulting to this GPU). ``load``: how the folder is read (default
+    ``model_check.load_text_model``, a LightGBM model as the hook scores it; ``model_folder.load_runtime_model``
+    also takes the other rankers)."""
     from dataclasses import replace
 
     import pandas as pd
 
-    from ...artifacts.model_folder import load_model
-    from ...spaces import enumerate_space
+    from ...artifacts.model_check import load_text_model
+    from ...spaces.enumeration import enumerate_space
     from ..choices.discovery import _this_gpu, find_model
 
     device = device or _this_gpu()
@@ -134,7 +139,7 @@ def suggest_hints(gemms: Sequence[Problem], model: str | None = None, device: De
     folder = model or find_model(device, allow_similar=True)
     if folder is None:
         raise FileNotFoundError(f"no model for {device.gpu} (cc {device.cc}); pass model=")
-    ranker, meta = load_model(folder)
+    ranker, meta = (load or load_text_model)(Path(folder), None)
     rank_device = DeviceInfo.from_metadata(meta)
     sizes = runtime_sizes(*runtime)
     chosen: set[int] = set()

@@ -24,13 +24,12 @@ trace keeps the bounds as constants.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any, Callable
 
-from ..lowerings.gemv import static_int
+from ..compile_state import judged_at, static_int
 from ..lowerings.tables import decomposition_tables, wrapped_entries
 
 BOUNDS = (16, 64, 256)  # ranges of M: 2-16, 17-64, 65-256, and above 256 (plain's cuBLAS)
@@ -45,29 +44,6 @@ def representatives(bounds: Sequence[int] = BOUNDS) -> tuple[int, ...]:
 
 
 REPRESENTATIVE = representatives()
-_RANGE: contextvars.ContextVar[int | None] = contextvars.ContextVar("predictor_size_range", default=None)
-_SEEN: list[int] = []  # range_m() of every lowering done in a range (tests and the serving records read it)
-
-
-def range_m() -> int | None:
-    """While a range's GEMM is lowered: its representative M (``PLAIN`` above the last bound); else None."""
-    return _RANGE.get()
-
-
-@contextlib.contextmanager
-def judged_at(m: int) -> Iterator[None]:
-    """While active, ``range_m()`` is ``m``: the GEMM lowered now is one range's (recorded in ``lowered_ranges``)."""
-    token = _RANGE.set(m)
-    _SEEN.append(m)
-    try:
-        yield
-    finally:
-        _RANGE.reset(token)
-
-
-def lowered_ranges() -> list[int]:
-    """range_m() of every GEMM lowered in a range in this process, in order."""
-    return list(_SEEN)
 
 
 @functools.cache

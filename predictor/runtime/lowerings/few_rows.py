@@ -25,8 +25,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from ...artifacts.atomic import TABLE_BYTES, InputError, parse_json, read_regular
-from .gemv_blocks import check_positive, pow2_ceil
+from ...artifacts.reading import TABLE_BYTES, InputError, check_positive, parse_json, read_regular
+from ...artifacts.roots import for_this_gpu, table_path
+from ..compile_state import pow2_ceil, static_int
 from .tables import added_entries, decomposition_tables
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def fits(config: Config, n: int, k: int, block_m: int) -> bool:
 
 # --- the table: which config, if any, for a weight ---------------------------------------------------------------
 
-TABLE_FOLDER = "few-rows"  # under a model root (discovery.model_roots)
+TABLE_FOLDER = "few-rows"  # under a model root (artifacts.roots.model_roots)
 ROWS = 16  # the op's kernel serves 2-16 rows (one tile of the tensor cores); more rows stay cuBLAS
 MIN_GAIN = 1.03  # the nearest labelled weight's best config must beat cuBLAS by this, in geomean over its rows...
 MIN_WORST = 0.97  # ...and lose by no more than this at any row count
@@ -155,8 +156,6 @@ def choose(n: int, k: int, problems: Sequence[dict[str, Any]], rows: int = ROWS)
 def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tuple[dict[str, Any], ...], str | None]:
     """(problems, digest) of this GPU's table (or one of its architecture: the H200 takes the H100's, the kernel
     being bandwidth-bound on the same SM), read once per process; none (cuBLAS everywhere) without one."""
-    from ..choices.discovery import table_path
-
     path = table_path(gpu_name, [Path(r) for r in roots], capability, folder=TABLE_FOLDER)
     if path is None:
         return (), None
@@ -171,7 +170,6 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
 
 
 def _this_gpus_table() -> tuple[tuple[dict[str, Any], ...], str | None]:
-    from ..choices.discovery import for_this_gpu
 
     return for_this_gpu(_table, ((), None))
 
@@ -242,7 +240,6 @@ def few_rows_count() -> int:
 def takes_few_rows(a: Any, b: Any, bias: Any, devices: Sequence[str]) -> bool:
     """A 2-D GEMM on ``devices`` in fp16/bf16 whose M is symbolic, with a static weight in ``F.linear``'s layout
     (``b`` is ``weight.t()``: column-major) and no bias or a bias of one value per output."""
-    from .gemv import static_int
 
     if not (a.device.type in devices and a.dim() == 2 and b.dim() == 2 and a.dtype == b.dtype
             and str(a.dtype).removeprefix("torch.") in DTYPES and static_int(a.shape[0]) is None):

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .gemv_blocks import pow2_ceil
+from ..compile_state import pow2_ceil
 
 
 @triton.jit(do_not_specialize=["m"])  # one compiled kernel for every row count

@@ -7,7 +7,7 @@ bias and the following pointwise ops (batch-1 LLM decode: docs/GEMV.md). Inducto
 also tunes every other kernel of the graph (4-5x plain's compile). Here the decision is made per GEMM, at trace
 time, from ``runtime_rule`` (every column-major GEMV where the block table knows what is fused ahead, else a width
 threshold fitted on ``datasets/nvidia-h200/GEMV.md``), and the reduction's blocks
-come from the GEMV block table of this GPU (``gemv_blocks.py``): nothing is searched at compile time.
+come from the GEMV block table of this GPU (``gemv_table.py``, written into the kernel by ``gemv_blocks.py``): nothing is searched at compile time.
 
 The rule needs M statically known to be 1. Under ``dynamic=True`` a batch of 1 still gets it: Dynamo specialises
 sizes 0 and 1, so batch 1 is compiled as a graph of its own with M = 1; other sizes of a symbolic M stay cuBLAS.
@@ -20,7 +20,9 @@ import functools
 from collections.abc import Iterator, Sequence
 from typing import Any, Callable
 
-from .gemv_blocks import MIN_K, GemvKernel, has_fused_forms, reduction_beats_cublas
+from ..compile_state import static_int, static_one
+from . import gemv_table
+from .gemv_table import MIN_K, GemvKernel, has_fused_forms, reduction_beats_cublas
 from .tables import decomposition_tables, wrapped_entries
 
 # Where the labels say the reduction pays under Inductor's default blocks (datasets/nvidia-h200/GEMV.md, gemm-predictor
@@ -47,7 +49,7 @@ def takes_reduction_by_table(n: int, k: int, dtype: str, layout_b: str, rows: Se
                              every_width: bool | None = None) -> bool:
     """``takes_reduction`` where a GPU's block table (``rows``) decides: a K short enough for one persistent block
     takes the reduction where its nearest labelled plain GEMV ran faster so than under cuBLAS
-    (``gemv_blocks.reduction_beats_cublas``); otherwise every width when the table has labels of work fused ahead
+    (``gemv_table.reduction_beats_cublas``); otherwise every width when the table has labels of work fused ahead
     (``every_width``, read from ``rows`` unless given), else the width rule."""
     if dtype in DTYPES and layout_b == "col":
         wins = reduction_beats_cublas(GemvKernel(n, k, dtype), rows)
@@ -60,31 +62,15 @@ def takes_reduction_by_table(n: int, k: int, dtype: str, layout_b: str, rows: Se
 def runtime_rule() -> Callable[[int, int, str, str], bool]:
     """``takes_reduction_by_table`` as the hook applies it in one compile, with this GPU's table (looked up and read
     for fused forms once here, not per GEMM)."""
-    from .gemv_blocks import table_for_this_gpu
-
-    rows = table_for_this_gpu()
+    rows = gemv_table.table_for_this_gpu()
     return functools.partial(takes_reduction_by_table, rows=rows, every_width=has_fused_forms(rows))
-
-
-def _static_one(size: Any) -> bool:
-    from torch.fx.experimental.symbolic_shapes import statically_known_true
-
-    return bool(statically_known_true(size == 1))
-
-
-def static_int(size: Any) -> int | None:
-    """``size`` as an int when it is a constant; None when symbolic (``int()`` of a SymInt would specialise the
-    graph on its current value: a prefill's token count marked dynamic then fails Dynamo's constraint check)."""
-    from torch.fx.experimental.symbolic_shapes import is_concrete_int
-
-    return int(size) if is_concrete_int(size) else None
 
 
 def _gemv_shape(a: Any, b: Any) -> tuple[int, int, str] | None:
     """(n, k, B's layout) when ``a @ b`` has one static row on CUDA, else None."""
     if a.device.type not in DEVICES or a.dim() != 2 or b.dim() != 2 or a.dtype != b.dtype:
         return None
-    if not _static_one(a.shape[0]):
+    if not static_one(a.shape[0]):
         return None
     k, n = static_int(a.shape[1]), static_int(b.shape[1])
     if k is None or n is None:

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...core.regions import ALIGN, MIN_MNK, short_unaligned_side
-from .gemv import static_int
+from ..compile_state import static_int
 from .tables import added_entries, decomposition_tables
 
 DEVICES = ("cuda",)  # where it was measured (the CPU tests add "cpu")

@@ -23,8 +23,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from .gemv import static_int
-from ..choices.gemm_inputs import _tf32_enabled
+from ..compile_state import static_int, tf32_enabled
 from .tables import added_entries, decomposition_tables
 
 DEVICES = ("cuda",)
@@ -84,7 +83,7 @@ def _tf32_allowed() -> bool:
         conv = bool(torch.backends.cudnn.allow_tf32)
     except RuntimeError:  # the per-backend API was used: read that one
         conv = getattr(torch.backends.cudnn.conv, "fp32_precision", "tf32") != "ieee"
-    return conv and matmul != "ieee" and (matmul == "tf32" or _tf32_enabled())
+    return conv and matmul != "ieee" and (matmul == "tf32" or tf32_enabled())
 
 
 def as_gemm(x: Any, weight: Any, bias: Any, kernel: list[int], outputs: list[int]) -> Any:

@@ -1,9 +1,10 @@
 """Every rewrite ``predictor.compile`` makes of what Inductor sees, listed once, in the order it applies them.
 
-A :class:`~.base.Lowering` says what it rewrites, at which stage, which of the compile's flags it reads, and what it adds
-to the cache key. Adding one is a new module in this folder and one entry in ``LOWERINGS`` (docs/ARCHITECTURE.md
-walks through it); ``predictor.compile`` enters them all through ``entered``, and the choice filter's cache key
-carries ``digest()``.
+A :class:`~.lowerings.base.Lowering` says what it rewrites, at which stage, which of the compile's flags it reads, and
+what it adds to the cache key. Adding one is a new module in ``lowerings/`` and one entry in ``LOWERINGS``
+(docs/ARCHITECTURE.md walks through it). Only ``predictor.compile`` reads this list: it enters the lowerings through
+``entered`` and gives ``digest`` to the pruners it makes, whose cache key carries it. The list sits beside the entry
+point, above ``lowerings/`` and ``dynamic/``, so that neither folder imports the other's lowerings.
 
 Why a digest: AOTAutograd's and Inductor's cache keys hash torch's source and Inductor's config but not this
 package's code, so a graph traced or lowered under an older rule would be reused after an upgrade. Each lowering's
@@ -17,18 +18,22 @@ import functools
 import hashlib
 import importlib.util
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
-from ..dynamic import dynamic_hints, size_ranges
-from . import conv, few_rows, gemv, gemv_blocks, grouped_mm, pad_k, patchify
-from .base import STAGES, CompileFlags, Lowering
+from .dynamic import dynamic_hints, size_ranges
+from .lowerings import addmm_bias, conv, few_rows, gemv, gemv_blocks, gemv_table, grouped_mm, pad_k, patchify
+from .lowerings.base import STAGES, CompileFlags, Lowering
 
 
 def _gemv_blocks(flags: CompileFlags) -> contextlib.AbstractContextManager[None]:
-    rows = gemv_blocks.table_for_this_gpu()  # read once per graph, not per kernel
-    return gemv_blocks.gemv_blocks(functools.partial(gemv_blocks.choose_from_table, rows=rows, top=flags.gemv_top))
+    rows = gemv_table.table_for_this_gpu()  # read once per graph, not per kernel
+    return gemv_blocks.gemv_blocks(functools.partial(gemv_table.choose_from_table, rows=rows, top=flags.gemv_top))
+
+
+def _gemv_table_key() -> tuple[str | None, str]:
+    """The table's bytes and the module that reads it: both decide a GEMV kernel's blocks."""
+    return gemv_table.table_digest(), source_digest(gemv_table.__name__)
 
 
 LOWERINGS: list[Lowering] = [
@@ -47,10 +52,12 @@ LOWERINGS: list[Lowering] = [
              few_rows.__name__, reads=("size_ranges",), cache_key=few_rows.table_digest),
     Lowering("conv", "convolutions are lowered as plain torch.compile lowers them", "lower",
              lambda f: conv.convolutions_as_plain(), conv.__name__),
+    Lowering("addmm_bias", "an addmm of a 0-d bias is lowered as plain torch.compile lowers it", "lower",
+             lambda f: addmm_bias.odd_bias_as_plain(), addmm_bias.__name__),
     Lowering("grouped_mm", "a grouped GEMM gets one Triton config per band of rows per expert, or aten", "lower",
              lambda f: grouped_mm.grouped_mm_decided(), grouped_mm.__name__, cache_key=grouped_mm.rule_key),
     Lowering("gemv_blocks", "a GEMV kernel gets the block sizes of this GPU's table", "lower", _gemv_blocks,
-             gemv_blocks.__name__, reads=("gemv_top",), cache_key=gemv_blocks.table_digest),
+             gemv_blocks.__name__, reads=("gemv_top",), cache_key=_gemv_table_key),
     Lowering("dynamic_hints", "a dynamic graph's pointwise and reduction kernels are sized for large sizes", "lower",
              lambda f: dynamic_hints.dynamic_kernel_hints(f.example_inputs), dynamic_hints.__name__,
              reads=("example_inputs",), cache_key=dynamic_hints.cache_key),
