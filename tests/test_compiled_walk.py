@@ -184,3 +184,14 @@ def test_a_fork_during_the_build_leaves_a_working_child(fresh_walker, monkeypatc
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
     assert compiled_walk.library(wait=True) is None and compiled_walk.unavailable()
+
+
+def test_the_walker_caches_under_the_one_per_user_cache_folder(monkeypatch, tmp_path):
+    from predictor.artifacts import cache_dir, compiled_walk
+
+    for value in (None, str(tmp_path)):
+        if value is None:
+            monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+        else:
+            monkeypatch.setenv("XDG_CACHE_HOME", value)
+        assert compiled_walk.cache_dir() == cache_dir.cache_dir()

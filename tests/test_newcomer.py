@@ -1,5 +1,5 @@
 """What a newcomer meets first: the package's metadata and dependencies, the command line's own options, and the
-one-line messages for the mistakes a first session makes (issue 58)."""
+one-line messages for the mistakes a first run makes."""
 
 from __future__ import annotations
 

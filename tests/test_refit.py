@@ -18,7 +18,7 @@ from predictor.core.device import DeviceInfo
 from predictor.artifacts.label_store import part_paths, shard_of, write_part
 from predictor.offline.refit import RefitRefused, fold_rows, fold_stores, refit
 from predictor.offline.train import train
-from predictor.runtime.choices import discovery, local_models
+from predictor.runtime.choices import discovery
 from predictor.artifacts.schema import COLUMNS, read_dataset, write_dataset
 from predictor.testing.synthetic import DEVICE as DEVICE_DICT, METADATA, synthetic_dataset
 
@@ -80,7 +80,7 @@ def test_fold_takes_the_median_drops_cache_replays_and_weights_shard_counts():
 def test_refit_learns_the_store_and_is_validated(base, tmp_path, monkeypatch):
     store = tmp_path / "store"
     write_store(store, store_rows(7))
-    monkeypatch.setenv(local_models.LOCAL_MODELS_ENV, str(tmp_path / "local"))
+    monkeypatch.setenv(discovery.LOCAL_MODELS_ENV, str(tmp_path / "local"))
     meta = refit([store], base_model=base)
     section = meta["refit"]
     v = section["validation"]
@@ -97,7 +97,7 @@ def test_refit_learns_the_store_and_is_validated(base, tmp_path, monkeypatch):
 def test_a_misleading_store_is_refused_naming_both_figures(base, tmp_path, monkeypatch):
     store = tmp_path / "store"
     write_store(store, store_rows(7, misleading=True, problems=80))
-    monkeypatch.setenv(local_models.LOCAL_MODELS_ENV, str(tmp_path / "local"))
+    monkeypatch.setenv(discovery.LOCAL_MODELS_ENV, str(tmp_path / "local"))
     with pytest.raises(RefitRefused, match=r"held-out oracle@1 0\.\d{4} against the base model syn-lgbm-all's "
                                             r"0\.\d{4}") as caught:
         refit([store], base_model=base, weight=50.0)
@@ -147,7 +147,7 @@ def test_a_fleet_folds_shards_then_merges_them_into_the_same_rows(tmp_path, caps
 @pytest.fixture()
 def local_model(base, tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv(discovery.MODELS_ENV, str(base.parent))
-    monkeypatch.setenv(local_models.LOCAL_MODELS_ENV, str(tmp_path / "local"))
+    monkeypatch.setenv(discovery.LOCAL_MODELS_ENV, str(tmp_path / "local"))
     write_store(tmp_path / "store", store_rows(7))
     refit([tmp_path / "store"], base_model=base)
     return tmp_path / "local" / "syn-lgbm-all-local"

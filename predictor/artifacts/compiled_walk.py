@@ -42,9 +42,15 @@ from typing import Any
 
 import numpy as np
 
-from .cache_dir import cache_dir
-
 log = logging.getLogger(__name__)
+
+
+def cache_dir() -> Path:
+    """``artifacts.cache_dir.cache_dir()``, spelled out here: the walker is loaded deep in the hook's imports and
+    imports nothing of the project (``tests/test_compiled_walk.py`` holds the two equal)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gemm-predictor"
+
 
 SOURCE = Path(__file__).with_name("tree_walk.c")
 WALK_ENV = "GEMM_PREDICTOR_TREE_WALK"  # "numpy": never compile or load the C walker

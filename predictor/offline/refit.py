@@ -16,7 +16,7 @@ Validate: on the base model's held-out groups of its own dataset (as ``gemm-pred
 refit model's oracle@1 may not fall more than ``max_loss`` (0.005) below the base model's; otherwise nothing is
 written and the refusal names both figures. The model folder (``artifacts.save_model``: metadata, card, sha256,
 written atomically) goes to the local models root, its metadata ``refit`` section naming the base, the parts and the
-figures; discovery takes it before the shipped model on this GPU (``runtime.local_models``).
+figures; discovery takes it before the shipped model on this GPU (``runtime.choices.discovery``).
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def refit(stores: Sequence[str | Path] = (), folded: Sequence[str | Path] = (), 
     if after < before - max_loss:
         raise RefitRefused(f"refit refused: held-out oracle@1 {after:.4f} against the base model {base.name}'s "
                            f"{before:.4f} on {data_path} (may lose at most {max_loss}); nothing written")
-    from ..runtime.choices.local_models import REFIT_KEY, local_models_root
+    from ..runtime.choices.discovery import REFIT_KEY, local_models_root
 
     name = f"{base_meta.get('name') or base.name}-local"
     out = Path(out) if out is not None else local_models_root() / name

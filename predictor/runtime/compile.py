@@ -240,10 +240,8 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     are, decided by the model (``runtime.patchify``); False keeps them on cuDNN. ``pad_k``: fp16/bf16 GEMMs with a
     short reduction not a multiple of 8 (token mixing, patch-14 stems) multiply zero-padded operands, so cuBLAS and
     Triton run aligned kernels (``runtime.pad_k``); False multiplies them as they are.
-    ``record``: under ``tune``, every benchmark Inductor runs is appended as labelled rows to the label store
-    (``runtime.choices.feedback``; ``gemm-predictor refit`` folds them into a local model for this GPU); False
-    records nothing. ``label_store``: the store folder (default: ``~/.cache/gemm-predictor/labels/<gpu>``, or
-    ``$GEMM_PREDICTOR_LABELS/<gpu>``; docs/LEARN.md).
+    ``record``: under ``tune``, each benchmark Inductor runs becomes labelled rows in the label store ``label_store``
+    (default: this GPU's under ``~/.cache/gemm-predictor/labels``), which ``gemm-predictor refit`` folds (docs/LEARN.md).
     ``options``: extra Inductor options, applied over the recommended ones. Anything else goes to ``torch.compile``
     (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).
 
