@@ -11,7 +11,7 @@ runtime's shipped bands (``predictor.runtime.lowerings.grouped_mm.BANDS``).
 
 The runtime's decode band (below one row per expert) is not this fit's: there the labels time a few experts'
 weights that stay in L2 across Inductor's repeated runs, and in whole decode steps the fitted config lost to the
-one shipped (docs/FINDINGS.md, finding 67).
+one shipped (docs/DESIGN.md; finding 67).
 """
 
 from __future__ import annotations

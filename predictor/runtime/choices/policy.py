@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 # higher is predicted faster) leads it by more than this. Negative because the labels time bare GEMMs, while in the
 # program a Triton template also absorbs the GEMM's bias/activation/residual epilogue, so near ties favour Triton.
 # Chosen from whole-step timings of each decision's two sides (python -m collectors.in_program.collect --paired);
-# figures and the cost on bare-GEMM labels: docs/FINDINGS.md, findings 27, 30 and 34-38.
+# figures and the cost on bare-GEMM labels: docs/DESIGN.md; findings 27, 30 and 34-38.
 DECIDE_MIN_GAP = -2.5
 
 # int8/fp8 GEMMs: the negative margin has no in-program evidence there (every GEMM measured in the program was fp16,
@@ -42,13 +42,13 @@ QUANTIZED_OPS = ("int_mm", *SCALED_OPS)
 # Triton lost every one of 28 resolved fp32 mm/addmm decisions (datasets/nvidia-h100/CONTEXT.md), and on held-out
 # bare-GEMM labels the picks a gap of -2.5 adds behind cuBLAS run 0.79x of it (policy oracle over 328 fp32 problems:
 # 0.952 at -2.5, 0.986 at 0.0 on the H200; 0.962 and 0.979 on the H100). fp32 bmm keeps the margin: the zoo's
-# attention GEMMs, which fuse the softmax's work, took Triton behind cuBLAS and won 4 of 5 (docs/FINDINGS.md, 50).
+# attention GEMMs, which fuse the softmax's work, took Triton behind cuBLAS and won 4 of 5 (docs/DESIGN.md; 50).
 FLOAT32_GAP = 0.0
 
 
 # Few rows, long K (decode-sized down projections, single-token attention over a long context): cuBLAS splits K
 # across the SMs and the Triton mm template does not, so such a GEMM keeps cuBLAS unless the model favours Triton by
-# SMALL_M_LONG_K_GAP (whole-step timings: datasets/nvidia-h100/CONTEXT.md, docs/FINDINGS.md finding 36).
+# SMALL_M_LONG_K_GAP (whole-step timings: datasets/nvidia-h100/CONTEXT.md, docs/DESIGN.md; finding 36).
 SMALL_M_LONG_K = (256, 3072)  # (largest m, k above which)
 SMALL_M_LONG_K_GAP = 2.0
 

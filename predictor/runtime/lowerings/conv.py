@@ -4,7 +4,7 @@
 Why: with ``max_autotune_gemm`` on (which ``predictor.compile`` needs so that Inductor builds the Triton GEMM
 candidates the hook picks from), Inductor also turns every channels-last 1x1 convolution into a GEMM
 (``torch/_inductor/kernel/conv.py``, ``convert_1x1_conv_to_mm``), so a CNN runs cuBLAS GEMMs and extra layout
-kernels where plain ``torch.compile`` runs cuDNN, and runs slower (docs/FINDINGS.md, findings 37 and 39). The hook cannot
+kernels where plain ``torch.compile`` runs cuDNN, and runs slower (docs/DESIGN.md; findings 37 and 39). The hook cannot
 rank convolutions, so they stay on cuDNN exactly as plain has them; ``conv_1x1_as_mm=True`` or ``max_autotune=True``
 keeps the conversion.
 

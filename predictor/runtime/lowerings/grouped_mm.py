@@ -7,7 +7,7 @@ four MoE decoders' expert shapes, decode to 2048-token prefill: ``datasets/nvidi
 config per band of routed rows per expert within 1-3% of the best from one row per expert up, where aten trails by
 2-22% (``gemm-predictor grouped-fit``). Below one row per expert (decode: a token's top-k of many experts) the
 labels time a few experts' weights that stay in L2 across Inductor's repeated runs; in whole decode steps of three
-MoE decoders the config below beat both the labels' favourite and aten (docs/FINDINGS.md, finding 67) -- up to 64
+MoE decoders the config below beat both the labels' favourite and aten (docs/DESIGN.md; finding 67) -- up to 64
 experts: every program of Inductor's grouped template walks every expert's offsets, so with many experts and a
 token's few active ones aten's grouped GEMM wins there (``MAX_DECODE_EXPERTS``, finding 78). So: the band's config
 alone (nothing benchmarked), or plain's aten lowering where the rows are not static, a decode step routes over more

@@ -4,7 +4,7 @@ stems) as the GEMM it is, so the model decides it like every other GEMM.
 Why: such a convolution cuts the image into non-overlapping patches and multiplies each by the weight, so it is one
 GEMM of (batch x patches) rows by (channels x kernel area) columns. cuDNN runs it as a convolution, and on a
 3-channel image the channels are first padded to 8 (and an NCHW image converted to NHWC): on the H100 a batch-32
-ViT-S/16 stem took 225 us under plain ``torch.compile`` and 23 us as the GEMM (docs/FINDINGS.md, finding 72).
+ViT-S/16 stem took 225 us under plain ``torch.compile`` and 23 us as the GEMM (docs/DESIGN.md; finding 72).
 Every stock mode lowers it the same way (Inductor keeps convolutions on cuDNN), so a stem GEMM wins over all of them.
 
 As a decomposition (applied while AOTAutograd traces, as Inductor's own ``mm`` decomposition is): ``unfold`` and a
