@@ -165,55 +165,6 @@ def save_model(ranker, folder: str | Path, metadata: dict[str, Any]) -> Path:
     return folder
 
 
-def save_model(ranker, folder: str | Path, metadata: dict[str, Any]) -> Path:
-    """Write ``ranker`` (fitted) with ``metadata`` (must hold the ``device`` section) to ``folder``.
-
-    The caller's metadata (dataset, space, metrics, ...) is kept; this adds schema/artifact versions,
-    the ranker's name and hyper-parameters, the feature names, library versions and the model sha256.
-    ``folder`` must be new, empty or a model folder (``predictor.artifacts.atomic``); it is written next to its final
-    place and swapped in whole, so a crash leaves the old model."""
-    folder = check_output_folder(folder, MODEL)
-    if hasattr(ranker, "__sklearn_is_fitted__") and not ranker.__sklearn_is_fitted__():
-        raise ModelError(f"{folder}: ranker {ranker.name!r} is not fitted; call fit first")
-    try:
-        device = DeviceInfo.from_metadata(metadata)
-    except ValueError as exc:
-        raise ModelError(f"{folder}: {exc}") from None
-    check_device(device, str(folder))
-    model_file, payload = _serialise(ranker)
-    meta = {
-        **metadata,
-        "artifact_version": ARTIFACT_VERSION,
-        "schema_version": SCHEMA_VERSION,
-        "ranker": {"name": ranker.name, "class": type(ranker).__name__, "params": _params(ranker)},
-        "feature_names": list(FEATURE_NAMES),
-        "space": metadata.get("space", "default"),
-        "device": device.to_dict(),
-        "libraries": library_versions(),
-        "created_utc": metadata.get("created_utc") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "model_file": model_file,
-        "model_sha256": _sha256(payload),
-    }
-    meta = _jsonable(meta)
-    text = json.dumps(meta, indent=2) + "\n"
-
-    with staged_folder(folder, MODEL) as tmp:
-        (tmp / model_file).write_bytes(payload)
-        (tmp / CARD_FILE).write_text(model_card(meta))
-        (tmp / METADATA_FILE).write_text(text)
-        # the new folder loads as every reader will load it, before it replaces anything: a model the loaders
-        # refuse (implausible device numbers, a forest over the caps) never takes the place of a good one
-        try:
-            load_model(tmp)
-            if model_file == LGBM_FILE and ranker.name in TEXT_FOREST_SIGNS:
-                parse_text_forest(payload, tmp / model_file)
-        except (ModelError, ModelTextError) as exc:
-            why = str(exc).replace(str(tmp), str(folder))  # the staging folder's name means nothing to the user
-            raise ModelError(f"{folder}: the new model would not load, so it was not written ({why})") from None
-    log.info("saved %s model to %s (sha256 %s)", ranker.name, folder, meta["model_sha256"][:12])
-    return folder
-
-
 def load_model(folder: str | Path, expect_device: DeviceInfo | None = None):
     """Load ``(ranker, metadata)`` from a model folder after checking it; see the module docstring.
 
