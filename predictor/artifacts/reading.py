@@ -87,6 +87,16 @@ def read_regular(path: str | os.PathLike, limit: int, what: str = "file") -> byt
     return data
 
 
+
+def read_table_bytes(path: str | os.PathLike, what: str) -> bytes:
+    """A per-GPU table's bytes (``read_regular`` under ``TABLE_BYTES``); a FIFO (which would block every compile), a
+    device or a file over the cap is a ValueError naming the file, as a malformed table is."""
+    try:
+        return read_regular(path, TABLE_BYTES, what)
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def parse_json(data: bytes, path: str | os.PathLike, what: str = "JSON file") -> Any:
     """``json.loads(data)``; anything it raises (bad JSON, bad UTF-8, an integer of over 4300 digits, nesting deep
     enough to exhaust the stack) is an ``InputError`` naming ``path``."""

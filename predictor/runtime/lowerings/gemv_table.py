@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...artifacts.reading import TABLE_BYTES, InputError, check_positive, parse_json, read_regular
+from ...artifacts.reading import InputError, check_positive, parse_json, read_table_bytes
 from ...artifacts.roots import for_this_gpu, table_path
 from ..compile_state import pow2_ceil
 
@@ -120,10 +120,7 @@ def read_table(path: Path) -> list[dict[str, Any]]:
 
 def _read_table(path: Path) -> tuple[list[dict[str, Any]], bytes]:
     """``(rows, the file's bytes)``: one read, so the digest is of the very bytes the rows came from."""
-    try:
-        data = read_regular(path, TABLE_BYTES, "GEMV block table")
-    except InputError as exc:  # a FIFO (which would block every compile), a device, a file over the cap
-        raise ValueError(str(exc)) from None
+    data = read_table_bytes(path, "GEMV block table")
     return parse_table(data, path), data
 
 
