@@ -8,7 +8,7 @@ hook reads) for the candidate lists Inductor 2.11 produces (``predictor.spaces``
 features, the tree walk, selection. One CPU thread. Three figures per list: ``first``, a problem's first
 sight (the pruner's score cache emptied before every call: features and the model run) with a list of configs
 seen before (as for every GEMM after the first of its list in a compile: the Candidates and their own features
-are kept, ``features._LISTS``); ``list``, the same with that list never seen either; ``cached``, a repeat of a
+are kept, ``runtime_features._LISTS``); ``list``, the same with that list never seen either; ``cached``, a repeat of a
 problem already scored (a model's repeated layers).
 
 Issue 18's targets: first sight p50 <= 0.5 ms for ~25 choices and <= 5 ms for ~2400. Measured on the 2-core CPU
@@ -72,7 +72,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from predictor.artifacts import compiled_walk
-    from predictor.core import features
+    from predictor.core import runtime_features
     from predictor.artifacts.model_folder import read_metadata
     from predictor.core.device import DeviceInfo
     from predictor.core.problem import Problem
@@ -97,7 +97,7 @@ def main() -> None:
                 pruner.filter(choices, inputs, op)
                 first.append((time.perf_counter() - start) * 1e3)
                 pruner._scores.clear()
-                features._LISTS.clear()  # nor its list of configs
+                runtime_features._LISTS.clear()  # nor its list of configs
                 start = time.perf_counter()
                 pruner.filter(choices, inputs, op)
                 new_list.append((time.perf_counter() - start) * 1e3)

@@ -36,7 +36,7 @@ def phase_record(model: str, repeats: int, table_out: Path) -> dict[str, Any]:
 
     import predictor
     from predictor.offline.export import DecisionRecorder
-    from predictor.runtime import install as installing
+    from predictor.runtime.choices import installed
 
     from collectors.programs import models
     from collectors.programs import step as program_step
@@ -46,7 +46,7 @@ def phase_record(model: str, repeats: int, table_out: Path) -> dict[str, Any]:
 
     def compile_(module: Any) -> Any:
         compiled = predictor.compile(module, cudagraphs="training")
-        pruner = holder["pruner"] = installing._STACK[-1].pruner
+        pruner = holder["pruner"] = installed._STACK[-1].pruner
         pruner.recorder, pruner.decision_observer = recorder, alternatives
         return compiled
 

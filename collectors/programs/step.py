@@ -173,15 +173,15 @@ def measure(record: dict[str, Any], zm: ZooModel, mode: Any, repeats: int,
         _time_and_census(record, zm, step, trees, mode.replayable, repeats, device)
     if mode.base.startswith("hook"):
         import predictor
-        from predictor.runtime import install as installing
+        from predictor.runtime.choices import installed
         from predictor.runtime.lowerings.gemv import gemv_count
         from predictor.runtime.lowerings.gemv_blocks import fixed_count
         from predictor.runtime.lowerings.pad_k import padded_k_count
         from predictor.runtime.lowerings.patchify import patch_gemm_count
         record["hook_stats"] = {**predictor.stats(), "gemv_reductions": gemv_count(), **fixed_count(),
                                 "patch_gemms": patch_gemm_count(), "padded_k": padded_k_count()}
-        if installing._STACK:  # which model and gap decided: the shipped default changes between releases
-            pruner = installing._STACK[-1].pruner
+        if installed._STACK:  # which model and gap decided: the shipped default changes between releases
+            pruner = installed._STACK[-1].pruner
             record["predictor_model"] = {"name": pruner.metadata.get("name"),
                                          "model_sha256": str(pruner.metadata.get("model_sha256", ""))[:12],
                                          "policy": pruner.settings.policy, "decide_gap": pruner.settings.decide_gap}
