@@ -59,6 +59,13 @@ def table_path(gpu_name: str, roots: Sequence[Path], capability: str | None = No
     return None
 
 
+def made_for(path: Path, gpu_name: str) -> bool:
+    """Whether the per-GPU table ``path`` is this GPU's own (``table_path``'s name match), not one borrowed from
+    another GPU of the same architecture."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
+    return bool(slug) and slug.startswith(path.stem)
+
+
 def for_this_gpu(table: Any, empty: Any) -> Any:
     """``table(gpu name, capability, model roots)`` for the current CUDA GPU (a per-GPU table's reader: GEMV blocks,
     few rows); ``empty`` without a GPU."""

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...artifacts.reading import InputError, check_positive, parse_json, read_table_bytes
-from ...artifacts.roots import for_this_gpu, table_path
+from ...artifacts.roots import for_this_gpu, made_for, table_path
 from ..compile_state import pow2_ceil, static_int
 from .tables import added_entries, decomposition_tables
 
@@ -161,6 +161,9 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
     except ValueError as exc:
         log.warning("gemm-predictor: %s; GEMMs of a few rows keep cuBLAS", exc)
         return (), None
+    if not made_for(path, gpu_name):  # said once: the table is read once per process
+        log.warning("gemm-predictor: no few-rows table for %s; GEMMs of 2-%d rows use %s, made on another GPU of "
+                    "its architecture (collect its own: docs/DYNAMIC.md)", gpu_name, ROWS, path)
     rule = (f"whole K blocks;rows={ROWS};gain={MIN_GAIN};worst={MIN_WORST};distance={MAX_DISTANCE};"
             f"neighbours={NEIGHBOURS}").encode()
     return tuple(problems), hashlib.sha256(data + rule).hexdigest()[:16]

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...artifacts.reading import InputError, check_positive, parse_json, read_table_bytes
-from ...artifacts.roots import for_this_gpu, table_path
+from ...artifacts.roots import for_this_gpu, made_for, table_path
 from ..compile_state import pow2_ceil
 
 log = logging.getLogger(__name__)
@@ -276,7 +276,15 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
     read_rule = f"k_tail_exponent={K_TAIL_EXPONENT};looped R0_BLOCK <= K".encode()
     digest = hashlib.sha256(b"".join([own_bytes, *(data for _, data in others), read_rule])).hexdigest()[:16]
     others = [rows for rows, _ in others]
-    return tuple(with_borrowed_forms(own, others)), digest
+    rows = with_borrowed_forms(own, others)
+    borrowed = sorted({f"{r.get('form', 'plain')}{' (K <= 1024)' if form_of(r)[3] else ''}" for r in rows[len(own):]})
+    if not made_for(path, gpu_name):  # said once each: the table is read once per process
+        log.warning("gemm-predictor: no GEMV block table for %s; batch-1 GEMVs use %s, made on another GPU of its "
+                    "architecture", gpu_name, path)
+    if borrowed:
+        log.warning("gemm-predictor: %s has no labels of the GEMV forms %s; their blocks come from %s",
+                    path.name, ", ".join(borrowed), sibling)
+    return tuple(rows), digest
 
 
 def has_fused_forms(rows: Sequence[dict[str, Any]]) -> bool:
