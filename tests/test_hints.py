@@ -12,7 +12,7 @@ from predictor.core.candidate import parse_key
 from predictor.core.device import DeviceInfo
 from predictor.offline.hint_eval import evaluate_hint_choice, hint_set_fraction
 from predictor.core.problem import Problem
-from predictor.runtime.dynamic.hints import best_hint_set, runtime_sizes
+from predictor.runtime.choices.hint_buckets import best_hint_set, runtime_sizes
 
 DEVICE = DeviceInfo.from_metadata(METADATA)
 

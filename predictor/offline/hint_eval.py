@@ -16,7 +16,7 @@ import pandas as pd
 from ..core.candidate import parse_key
 from ..core.device import DeviceInfo
 from ..core.problem import problem_from_row
-from ..runtime.dynamic.hints import FIXED_HINTS, HINT_GRID, MAX_HINTS, MIN_GAIN, choose_hints
+from ..runtime.choices.hint_buckets import FIXED_HINTS, HINT_GRID, MAX_HINTS, MIN_GAIN, choose_hints
 
 SWEEP_FAMILY = ["op", "b", "n", "k", "dtype", "out_dtype", "layout_a", "layout_b", "align"]
 

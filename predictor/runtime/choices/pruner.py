@@ -274,8 +274,8 @@ class GemmPruner:
 
     def predicted_hints(self, problem: Problem, cands: list[Candidate], scores: np.ndarray,
                         groups: dict[int | None, list[int]]) -> set[int]:
-        """The multi-kernel hints worth autotuning (``predictor.runtime.dynamic.hints.hints_worth_tuning``)."""
-        from ..dynamic.hints import hints_worth_tuning
+        """The multi-kernel hints worth autotuning (``hint_buckets.hints_worth_tuning``)."""
+        from .hint_buckets import hints_worth_tuning
 
         chosen, considered = hints_worth_tuning(self.ranker, self.device, problem, cands, scores, groups)
         self.counters.add("hints_considered", considered)
