@@ -349,7 +349,11 @@ def main(argv: list[str] | None = None,
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return int(args.func(args) or 0)
+        result = args.func(args)
+        if isinstance(result, str):  # a report (offline.table_commands): printed here, exit 0
+            print(result)
+            return 0
+        return int(result or 0)
     except KeyboardInterrupt:
         print(f"gemm-predictor: {args.command} interrupted", file=sys.stderr)
         return 130  # 128 + SIGINT, as a shell reports it

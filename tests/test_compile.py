@@ -3,6 +3,8 @@ one-line refusals. (On a GPU: tests/test_gpu_compile.py.)"""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 import torch
 
@@ -12,7 +14,7 @@ from predictor.runtime.choices import installed
 
 
 @pytest.fixture
-def recorded(monkeypatch):
+def recorded():
     """Replace Inductor's compile_fx with a recorder of its config patches that runs the graph eagerly."""
     seen: list[dict] = []
 
@@ -20,10 +22,11 @@ def recorded(monkeypatch):
         seen.append(dict(config_patches or {}))
         return gm.forward
 
-    monkeypatch.setattr("torch._inductor.compile_fx.compile_fx", fake_compile_fx)
-    torch._dynamo.reset()
-    yield seen
-    torch._dynamo.reset()
+    # mock.patch, not monkeypatch: torch's modules are undone by a setattr, never pytest 9.2's delattr
+    with mock.patch("torch._inductor.compile_fx.compile_fx", fake_compile_fx):
+        torch._dynamo.reset()
+        yield seen
+        torch._dynamo.reset()
     while installed._STACK:
         predictor.uninstall()
 

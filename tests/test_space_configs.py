@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -33,11 +34,11 @@ LOGGER = "predictor.spaces.configs"
 
 
 @pytest.fixture()
-def fresh(monkeypatch):
+def fresh():
     """No cached installed lists and no warnings given yet: each test sees its own."""
     installed_configs.cache_clear()
-    monkeypatch.setattr(configs, "_warned", set())
-    yield
+    with mock.patch.object(configs, "_warned", set()):
+        yield
     installed_configs.cache_clear()
 
 
@@ -77,12 +78,11 @@ def test_unknown_releases_fall_back_to_the_nearest_frozen_copy(caplog) -> None:
         frozen_configs("nightly")
 
 
-def test_a_torch_whose_heuristics_moved_gets_the_frozen_copy(fresh, monkeypatch, caplog) -> None:
+def test_a_torch_whose_heuristics_moved_gets_the_frozen_copy(fresh, caplog) -> None:
     def moved():
         raise AttributeError("module 'torch._inductor.template_heuristics.triton' has no attribute 'X'")
 
-    monkeypatch.setattr(configs, "read_installed", moved)
-    with caplog.at_level(logging.WARNING, logger=LOGGER):
+    with mock.patch.object(configs, "read_installed", moved), caplog.at_level(logging.WARNING, logger=LOGGER):
         got = installed_configs()
     assert got == frozen_configs(torch.__version__) and got.source == "frozen"
     assert "cannot read the installed torch" in caplog.text and "AttributeError" in caplog.text

@@ -3,8 +3,11 @@ chosen through lists or lowerings nobody checked on that release."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -36,17 +39,19 @@ def mm_inputs(m: int, n: int, k: int):
     return fakes.mm_inputs(m, n, k, torch.float16)
 
 
-def _report_a_newer_torch(monkeypatch) -> str:
+@contextlib.contextmanager
+def _reporting_a_newer_torch() -> Iterator[str]:
     """The installed torch reporting a release one minor past the newest tested one; no warning given yet."""
     major, minor = (int(p) for p in newest_tested().split("."))
-    monkeypatch.setattr(torch, "__version__", f"{major}.{minor + 1}.0+cu130")
-    monkeypatch.setattr(configs, "_warned", set())
-    return torch.__version__
+    with mock.patch.object(torch, "__version__", f"{major}.{minor + 1}.0+cu130"), \
+            mock.patch.object(configs, "_warned", set()):
+        yield torch.__version__
 
 
 @pytest.fixture
-def newer_torch(monkeypatch):
-    return _report_a_newer_torch(monkeypatch)
+def newer_torch():
+    with _reporting_a_newer_torch() as version:
+        yield version
 
 
 def test_only_a_release_past_every_frozen_copy_is_untested():
@@ -92,8 +97,9 @@ def test_a_newer_torch_compiles_without_the_rewrites(monkeypatch, no_compile_cac
     from predictor.runtime.lowerings import pad_k
     from predictor.runtime.choices import installed
 
+    stack = contextlib.ExitStack()
     if newer:
-        _report_a_newer_torch(monkeypatch)
+        stack.enter_context(_reporting_a_newer_torch())
 
     monkeypatch.setattr(pad_k, "DEVICES", ("cpu",))
     monkeypatch.setattr(pad_k, "DTYPES", ("float64",))
@@ -109,5 +115,6 @@ def test_a_newer_torch_compiles_without_the_rewrites(monkeypatch, no_compile_cac
         torch._dynamo.reset()
         while installed._STACK:
             predictor.uninstall()
+        stack.close()
     assert pad_k.padded_k_count() - before == (0 if newer else 1)
     assert sum("newer than every torch" in r.getMessage() for r in caplog.records) == (1 if newer else 0)

@@ -12,7 +12,8 @@ AddCommand = Callable[[argparse._SubParsersAction, str, str], argparse.ArgumentP
 
 def add_table_commands(sub: argparse._SubParsersAction, add: AddCommand, model_argument: Callable[[str], str]) -> None:
     """Every subcommand of this module, in the order ``gemm-predictor --help`` lists them; ``add`` makes a
-    subcommand (``cli.add_command``), ``model_argument`` reads a model folder argument (``cli.model_folder``)."""
+    subcommand (``cli.add_command``), ``model_argument`` reads a model folder argument (``cli.model_folder``). Each
+    subcommand returns its report; the CLI prints it (this module writes nothing to the terminal itself)."""
     for register in (_add_gemv_eval, _add_gemv_fit, _add_few_rows_fit, _add_region_eval, _add_grouped_fit,
                      _add_size_range_eval):
         register(sub, add, model_argument)
@@ -23,11 +24,10 @@ def _add_gemv_eval(sub: argparse._SubParsersAction, add: AddCommand, model_argum
                                       "cuBLAS-only and the reduction everywhere")
     p.add_argument("dataset", help="GEMV labels written by python -m collectors.gemv")
 
-    def run(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace) -> str:
         from .gemv_eval import evaluate, markdown, read_labels
 
-        print(markdown(*evaluate(read_labels(args.dataset))))
-        return 0
+        return markdown(*evaluate(read_labels(args.dataset)))
 
     p.set_defaults(func=run)
 
@@ -42,11 +42,10 @@ def _add_region_eval(sub: argparse._SubParsersAction, add: AddCommand, model_arg
                    help="labels of that GPU: the main model's corpus first, then the region's own labels")
     p.add_argument("--region", choices=REGIONS, default=SHORT_UNALIGNED, help="which region (predictor/regions.py)")
 
-    def run(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace) -> str:
         from .region_eval import evaluate, markdown
 
-        print(markdown(evaluate(args.main, args.dataset, args.region)))
-        return 0
+        return markdown(evaluate(args.main, args.dataset, args.region))
 
     p.set_defaults(func=run)
 
@@ -56,11 +55,10 @@ def _add_gemv_fit(sub: argparse._SubParsersAction, add: AddCommand, model_argume
     p.add_argument("dataset", help="GEMV block labels written by python -m collectors.gemv_blocks")
     p.add_argument("--out", help="write the table here (models/gemv-blocks/<gpu>.json)")
 
-    def run(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace) -> str:
         from .gemv_blocks_fit import run as fit
 
-        print(fit(args.dataset, args.out))
-        return 0
+        return fit(args.dataset, args.out)
 
     p.set_defaults(func=run)
 
@@ -74,11 +72,10 @@ def _add_few_rows_fit(sub: argparse._SubParsersAction, add: AddCommand, model_ar
     p.add_argument("--rows", type=int, default=16, help="the rows a kernel serves: 16 (the runtime's) or 32 (a "
                                                         "report for 17-32 rows, held out; no table)")
 
-    def run(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace) -> str:
         from .few_rows_fit import run as fit
 
-        print(fit(args.dataset, args.out, args.repeat, args.rows))
-        return 0
+        return fit(args.dataset, args.out, args.repeat, args.rows)
 
     p.set_defaults(func=run)
 
@@ -87,11 +84,10 @@ def _add_grouped_fit(sub: argparse._SubParsersAction, add: AddCommand, model_arg
     p = add(sub, "grouped-fit", "grouped-GEMM labels -> one config per band of rows per expert, held out")
     p.add_argument("dataset", help="grouped-GEMM labels written by python -m collectors.grouped_mm")
 
-    def run(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace) -> str:
         from .grouped_mm_fit import run as fit
 
-        print(fit(args.dataset))
-        return 0
+        return fit(args.dataset)
 
     p.set_defaults(func=run)
 
@@ -103,10 +99,9 @@ def _add_size_range_eval(sub: argparse._SubParsersAction, add: AddCommand, model
     p.add_argument("dataset", help="a bulk dataset with M-sweep families (datasets/<gpu>/default.parquet)")
     p.add_argument("--model", required=True, type=model_argument, help="a model folder fit on a split (its held-out families are marked)")
 
-    def run(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace) -> str:
         from .size_range_eval import run as evaluate
 
-        print(evaluate(args.dataset, args.model))
-        return 0
+        return evaluate(args.dataset, args.model)
 
     p.set_defaults(func=run)
