@@ -1,13 +1,17 @@
 """A per-GPU table taken from another GPU of the same architecture is said in one line, naming the file; a GPU's own
-table is used without a word."""
+table is used without a word; with ``allow_similar_gpu=False`` no other GPU's file is read, and a GPU with no table
+of a kind keeps plain torch.compile's choice for those GEMMs, said in one line."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 from pathlib import Path
 
-from predictor.runtime.lowerings import few_rows, gemv_table
+from predictor.artifacts.roots import tables_decided
+from predictor.runtime import registry
+from predictor.runtime.lowerings import few_rows, gemv, gemv_table
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -54,3 +58,61 @@ def test_a_gemv_table_of_another_gpu_is_named(tmp_path, caplog):
     assert rows
     assert any("no GEMV block table for NVIDIA H200" in r.getMessage() and "nvidia-h100.json" in r.getMessage()
                for r in caplog.records)
+
+
+# --- allow_similar_gpu=False: nothing per-GPU is read from another GPU's file (the capability is left out, "") ---
+
+def test_without_allow_similar_no_few_rows_table_of_another_gpu_is_read(tmp_path, caplog):
+    roots = _root(tmp_path, few_rows.TABLE_FOLDER, "nvidia-h100")
+    with caplog.at_level(logging.WARNING, logger=few_rows.__name__):
+        problems, digest = few_rows._table("NVIDIA H200", "", roots)
+    assert problems == () and digest is None
+    lines = [r.getMessage() for r in caplog.records if "few-rows table" in r.getMessage()]
+    assert len(lines) == 1 and "allow_similar_gpu=False" in lines[0] and "plain torch.compile" in lines[0], lines
+    assert tables_decided(False)[few_rows.TABLE_FOLDER].startswith("none")
+    # its own table is still read
+    roots = _root(tmp_path / "own", few_rows.TABLE_FOLDER, "nvidia-h100", "nvidia-h200")
+    problems, _ = few_rows._table("NVIDIA H200", "", roots)
+    assert problems and "(this GPU's)" in tables_decided(False)[few_rows.TABLE_FOLDER]
+
+
+def test_without_allow_similar_no_gemv_table_or_form_of_another_gpu_is_read(tmp_path, caplog):
+    roots = _root(tmp_path, gemv_table.TABLE_FOLDER, "nvidia-h100")
+    with caplog.at_level(logging.WARNING, logger=gemv_table.__name__):
+        rows, digest = gemv_table._table("NVIDIA H200", "", roots)
+    assert rows == () and digest is None
+    assert any("allow_similar_gpu=False" in r.getMessage() and "cuBLAS" in r.getMessage() for r in caplog.records)
+    # with its own table beside the sibling's: its own rows alone, no borrowed form
+    roots = _root(tmp_path / "both", gemv_table.TABLE_FOLDER, "nvidia-h100", "nvidia-h200")
+    own = gemv_table.read_table(tmp_path / "both" / gemv_table.TABLE_FOLDER / "nvidia-h200.json")
+    rows, _ = gemv_table._table("NVIDIA H200", "", roots)
+    assert len(rows) == len(own)
+    borrowed, _ = gemv_table._table("NVIDIA H200", "9.0", roots)
+    assert len(borrowed) > len(own)
+    assert "borrowed" not in tables_decided(False)[gemv_table.TABLE_FOLDER]
+
+
+def test_a_gpu_without_a_gemv_table_keeps_every_gemv_on_cublas(monkeypatch):
+    """No table (none of its own, none borrowed): plain's cuBLAS, not the width rule measured on other GPUs."""
+    monkeypatch.setattr(gemv_table, "table_for_this_gpu", lambda allow_similar=True: ())
+    rule = gemv.runtime_rule(allow_similar=False)
+    assert not rule(2048, 2048, "bfloat16", "col") and gemv.takes_reduction(2048, 2048, "bfloat16", "col")
+
+
+def test_the_stats_say_which_gpus_table_decided(tmp_path):
+    roots = _root(tmp_path, few_rows.TABLE_FOLDER, "nvidia-h100")
+    few_rows._table("NVIDIA H200", "9.0", roots)
+    said = tables_decided(True)[few_rows.TABLE_FOLDER]
+    assert "nvidia-h100.json" in said and "borrowed" in said
+
+
+def test_the_lowerings_cache_key_follows_allow_similar(monkeypatch):
+    """A compile that may not borrow must not reuse a graph lowered with a borrowed table: the registry hands the
+    flag to every lowering that reads a per-GPU table."""
+    seen = []
+    monkeypatch.setattr(few_rows, "table_digest", lambda allow_similar_gpu=True: seen.append(allow_similar_gpu))
+    lowering = next(lw for lw in registry.LOWERINGS if lw.name == "few_rows")
+    monkeypatch.setattr(registry, "LOWERINGS", [dataclasses.replace(lowering, cache_key=few_rows.table_digest)])
+    registry.digest(allow_similar_gpu=False)
+    registry.digest()
+    assert seen == [False, True]

@@ -54,9 +54,9 @@ def test_the_decomposition_table_is_restored_also_after_an_error():
     tables = [decomposition.decompositions, decomposition.fast_random_decomps()]
     before = [(t.get(aten.mm.default), t.get(aten.addmm.default)) for t in tables]
     with pytest.raises(RuntimeError):
-        with gemv.gemv_as_reduction():
+        with gemv.gemv_as_reduction(gemv.takes_reduction):
             assert all(getattr(t[aten.mm.default], "predictor_gemv", False) for t in tables)
-            with gemv.gemv_as_reduction():  # nested: wraps once
+            with gemv.gemv_as_reduction(gemv.takes_reduction):  # nested: wraps once
                 assert not getattr(tables[0][aten.mm.default].__wrapped__, "predictor_gemv", False)
             raise RuntimeError("compile failed")
     assert [(t.get(aten.mm.default), t.get(aten.addmm.default)) for t in tables] == before
@@ -67,7 +67,7 @@ def test_compiled_one_row_linear_matches_eager_on_the_cpu(cpu_counts):
     torch._dynamo.reset()
     lin = torch.nn.Linear(32, 16, bias=True)
     x = torch.randn(1, 32)
-    with gemv.gemv_as_reduction(), torch.no_grad():
+    with gemv.gemv_as_reduction(gemv.takes_reduction), torch.no_grad():
         out = torch.compile(lin, backend="aot_eager_decomp_partition")(x)
     torch.testing.assert_close(out, lin(x))
     assert gemv.gemv_count() == cpu_counts + 1  # the addmm of the one-row Linear
@@ -81,7 +81,7 @@ def test_a_dynamic_batch_takes_the_reduction_in_its_batch_one_graph_only(cpu_cou
     lin = torch.nn.Linear(32, 16, bias=True)
     compiled = torch.compile(lin, backend="aot_eager_decomp_partition", dynamic=True)
     reductions = []
-    with gemv.gemv_as_reduction(), torch.no_grad():
+    with gemv.gemv_as_reduction(gemv.takes_reduction), torch.no_grad():
         for batch in (4, 1, 8, 1, 3):
             x = torch.randn(batch, 32)
             torch.testing.assert_close(compiled(x), lin(x))
@@ -119,7 +119,7 @@ def test_a_symbolic_width_is_no_decision_and_does_not_specialise_the_graph(cpu_c
     torch._dynamo.reset()
     freq = torch.randn(1, 1)  # one row: the decision reads N
     compiled = torch.compile(lambda pos: (freq @ pos).cos(), backend="aot_eager_decomp_partition", dynamic=True)
-    with gemv.gemv_as_reduction(), torch.no_grad():
+    with gemv.gemv_as_reduction(gemv.takes_reduction), torch.no_grad():
         for tokens in (64, 100):
             pos = torch.randn(1, tokens)
             torch._dynamo.mark_dynamic(pos, 1)

@@ -280,7 +280,7 @@ def test_tuned_mode_hands_inductor_the_tables_top_k_configs_best_first(monkeypat
     from predictor.runtime import compile
 
     rows = [_row(4096, 4096, 1, {"X1_R1024_w8": 10.0, "X4_R256_w4": 12.0, "X2_R512_w4": 11.0, "X1_R512_w4": 15.0})]
-    monkeypatch.setattr(gemv_table, "table_for_this_gpu", lambda: rows)
+    monkeypatch.setattr(gemv_table, "table_for_this_gpu", lambda allow_similar=True: rows)
     kernel = gemv_table.GemvKernel(4096, 4096, "bfloat16")
     assert gemv_table.ranked_configs(kernel, rows) == ["X1_R1024_w8", "X2_R512_w4", "X4_R256_w4", "X1_R512_w4"]
     assert gemv_table.choose_from_table(kernel, rows) == [gemv_table.parse_config_name("X1_R1024_w8")]
@@ -325,14 +325,14 @@ def test_the_sibling_table_of_the_same_architecture_is_found_and_merged(tmp_path
     assert sibling == folder / "nvidia-h100.json"
     rows, digest = gemv_table._table("NVIDIA H200", "9.0", (str(tmp_path),))
     assert list(rows) == [plain, norm] and digest
-    monkeypatch.setattr(gemv_table, "table_for_this_gpu", lambda: rows)
+    monkeypatch.setattr(gemv_table, "table_for_this_gpu", lambda allow_similar=True: rows)
     assert gemv_table.has_fused_forms(gemv_table.table_for_this_gpu())
     from predictor.runtime.lowerings import gemv
 
     assert gemv.runtime_rule()(151936, 1536, "float16", "col")  # a vocabulary head: every width with forms known
     assert not gemv.runtime_rule()(151936, 896, "bfloat16", "col")  # but not a K the table gives no blocks for
     assert gemv.runtime_rule()(4096, 896, "bfloat16", "col")  # (within the width threshold it still does)
-    monkeypatch.setattr(gemv_table, "table_for_this_gpu", lambda: [plain])
+    monkeypatch.setattr(gemv_table, "table_for_this_gpu", lambda allow_similar=True: [plain])
     assert not gemv_table.has_fused_forms(gemv_table.table_for_this_gpu()) and not gemv.runtime_rule()(151936, 1536, "float16", "col")
     assert gemv.runtime_rule()(4096, 4096, "bfloat16", "col") and not gemv.runtime_rule()(4096, 4096, "bfloat16", "row")
 

@@ -66,12 +66,35 @@ def made_for(path: Path, gpu_name: str) -> bool:
     return bool(slug) and slug.startswith(path.stem)
 
 
-def for_this_gpu(table: Any, empty: Any) -> Any:
+def for_this_gpu(table: Any, empty: Any, allow_similar: bool = True) -> Any:
     """``table(gpu name, capability, model roots)`` for the current CUDA GPU (a per-GPU table's reader: GEMV blocks,
-    few rows); ``empty`` without a GPU."""
+    few rows, grouped GEMMs); ``empty`` without a GPU. Without ``allow_similar`` the capability is left out (""),
+    so only a table made for this GPU is found: nothing per-GPU is read from another GPU's file."""
     import torch
 
     if not torch.cuda.is_available():
         return empty
-    capability = ".".join(map(str, torch.cuda.get_device_capability()))
+    capability = ".".join(map(str, torch.cuda.get_device_capability())) if allow_similar else ""
     return table(torch.cuda.get_device_name(), capability, tuple(str(r) for r in model_roots()))
+
+
+# which file decided each per-GPU table kind, per allow_similar_gpu setting (``predictor.stats()`` says it)
+_DECIDED: dict[tuple[str, bool], str] = {}
+
+
+def note_table(folder: str, capability: str, path: Path | None, gpu_name: str) -> str:
+    """Record (and return) which file a table reader took for ``folder``: this GPU's own, one borrowed from another
+    GPU of the same architecture, or none (plain's choices). ``capability`` "" means borrowing was not allowed."""
+    if path is None:
+        text = "none (plain torch.compile's choices)"
+    elif made_for(path, gpu_name):
+        text = f"{path} (this GPU's)"
+    else:
+        text = f"{path} (borrowed from another GPU of cc {capability}: allow_similar_gpu)"
+    _DECIDED[(folder, bool(capability))] = text
+    return text
+
+
+def tables_decided(allow_similar: bool) -> dict[str, str]:
+    """folder -> which file decided that kind of table in this process, under ``allow_similar`` (``note_table``)."""
+    return {folder: text for (folder, similar), text in sorted(_DECIDED.items()) if similar == allow_similar}

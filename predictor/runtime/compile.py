@@ -79,9 +79,9 @@ CUDAGRAPHS = (True, "training", False)
 _PRUNERS: dict[HookSettings, GemmPruner] = {}  # one per settings compiled with: each keeps one model
 
 
-def lowerings_digest() -> str:
+def lowerings_digest(allow_similar_gpu: bool = True) -> str:
     """``registry.digest`` of the lowerings registered when asked (a pruner pickles this function by name)."""
-    return registry.digest()
+    return registry.digest(allow_similar_gpu=allow_similar_gpu)
 
 
 def pruner_for(settings: HookSettings) -> GemmPruner:
@@ -165,7 +165,8 @@ def _inductor_backend(options: dict[str, Any], cudagraphs: bool | str,
             # outside this call: inner_compile carries their patches there (config_patches, compile_fx re-applies)
             # a symbolic M: one kernel per range of it (opt-in), or else the few-rows kernel up to 16 rows
             flags = CompileFlags(patchify=patchify, pad_k=pad_k, size_ranges=by_size_range,
-                                 gemv_top=gemv_top(pruner.settings if pruner is not None else None))
+                                 gemv_top=gemv_top(pruner.settings if pruner is not None else None),
+                                 allow_similar_gpu=pruner is None or pruner.settings.allow_similar_gpu)
             with _active(pruner), registry.entered("trace", flags), _capture_aware_cudagraphify(), \
                     _without_autograd_cache(not (patchify and pad_k)):
                 return compile_fx(model_, inputs_, inner_compile=_inner_compile_as_decided(flags, pruner),

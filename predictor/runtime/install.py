@@ -95,12 +95,16 @@ def pruning(model: str | os.PathLike | None = None, **options: Any) -> Iterator[
 
 
 def stats() -> dict[str, Any]:
-    """The counters of the most recently installed pruner (see ``GemmPruner.stats``); zeros if none."""
+    """The counters of the most recently installed pruner (see ``GemmPruner.stats``); zeros if none. ``model``: the
+    ranker's folder; ``tables``: per kind of per-GPU table read in this process (``gemv-blocks``, ``few-rows``,
+    ``grouped-mm``), the file that decided, whether it is this GPU's own or borrowed, or none (plain's choices)."""
+    from ..artifacts.roots import tables_decided
     from .choices import feedback
 
     if installed._LAST:
-        # which model decided (a local refit or the shipped one), and what the tuned mode recorded
+        # which model decided (a local refit or the shipped one), which GPU's file each per-GPU table came from,
+        # and what the tuned mode recorded
         last = installed._LAST[0]
         return {**last.stats(), "model": None if last.model_path is None else str(last.model_path),
-                "labels": feedback.stats()}
-    return {**empty_stats(), "model": None, "labels": feedback.stats()}
+                "tables": tables_decided(last.settings.allow_similar_gpu), "labels": feedback.stats()}
+    return {**empty_stats(), "model": None, "tables": {}, "labels": feedback.stats()}

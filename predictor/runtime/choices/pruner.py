@@ -111,7 +111,7 @@ class GemmPruner:
         pruner of ``predictor.compile``, every lowering's share (``lowerings_digest``)."""
         if self.lowerings_digest is None:
             return choices_digest()
-        return f"{choices_digest()}-{self.lowerings_digest()}"
+        return f"{choices_digest()}-{self.lowerings_digest(self.settings.allow_similar_gpu)}"
 
     def load(self) -> GemmPruner:
         """Resolve and load the model once; on any problem disable pruning with one warning."""

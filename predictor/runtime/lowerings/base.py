@@ -20,6 +20,9 @@ class CompileFlags:
     pad_k: bool = True
     size_ranges: bool = False
     gemv_top: int = 1  # GEMV block configs kept per kernel (``tune=K``: K, benchmarked by Inductor)
+    # whether a per-GPU table (GEMV blocks, few rows, grouped GEMMs) made on another GPU of this architecture may be
+    # read where this GPU has none of its own (the hook's ``allow_similar_gpu``)
+    allow_similar_gpu: bool = True
     example_inputs: Any = None  # the graph being lowered ("lower" stage only)
 
 
@@ -32,7 +35,8 @@ class Lowering:
     ``apply(flags)`` returns the context manager that makes the rewrite for the length of the compile, leaving
     Inductor's own tables as they were on exit (``tables``). ``reads``: the :class:`CompileFlags` fields it
     reads. ``cache_key()``: what, beyond ``module``'s source, decides its output (a table's hash, a rule's
-    constants); None when the source is all."""
+    constants); None when the source is all. A lowering that reads ``allow_similar_gpu`` has its cache key called
+    with it (``cache_key(allow_similar_gpu=...)``): which GPU's table it reads depends on it."""
 
     name: str
     rewrites: str

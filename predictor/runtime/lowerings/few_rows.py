@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...artifacts.reading import InputError, check_positive, parse_json, read_table_bytes
-from ...artifacts.roots import for_this_gpu, made_for, table_path
+from ...artifacts.roots import for_this_gpu, made_for, note_table, table_path
 from ..compile_state import pow2_ceil, static_int
 from .tables import added_entries, decomposition_tables
 
@@ -154,7 +154,11 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
     """(problems, digest) of this GPU's table (or one of its architecture: the H200 takes the H100's, the kernel
     being bandwidth-bound on the same SM), read once per process; none (cuBLAS everywhere) without one."""
     path = table_path(gpu_name, [Path(r) for r in roots], capability, folder=TABLE_FOLDER)
-    if path is None:
+    note_table(TABLE_FOLDER, capability, path, gpu_name)
+    if path is None:  # said once: the table is looked up once per process and setting
+        log.warning("gemm-predictor: no few-rows table for %s%s; GEMMs of 2-%d rows keep plain torch.compile's "
+                    "cuBLAS (gemm-predictor calibrate --only few-rows makes one)", gpu_name,
+                    "" if capability else " (allow_similar_gpu=False: no other GPU's)", ROWS)
         return (), None
     try:
         problems, data = _read_table(path)
@@ -163,25 +167,25 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
         return (), None
     if not made_for(path, gpu_name):  # said once: the table is read once per process
         log.warning("gemm-predictor: no few-rows table for %s; GEMMs of 2-%d rows use %s, made on another GPU of "
-                    "its architecture (collect its own: docs/DYNAMIC.md)", gpu_name, ROWS, path)
+                    "its architecture (allow_similar_gpu=False refuses; collect its own: docs/DYNAMIC.md)", gpu_name, ROWS, path)
     rule = (f"whole K blocks;rows={ROWS};gain={MIN_GAIN};worst={MIN_WORST};distance={MAX_DISTANCE};"
             f"neighbours={NEIGHBOURS}").encode()
     return tuple(problems), hashlib.sha256(data + rule).hexdigest()[:16]
 
 
-def _this_gpus_table() -> tuple[tuple[dict[str, Any], ...], str | None]:
-
-    return for_this_gpu(_table, ((), None))
-
-
-def table_for_this_gpu() -> tuple[dict[str, Any], ...]:
-    """The shipped table's labelled weights for the current CUDA GPU (empty without one, or without a GPU)."""
-    return _this_gpus_table()[0]
+def _this_gpus_table(allow_similar: bool = True) -> tuple[tuple[dict[str, Any], ...], str | None]:
+    return for_this_gpu(_table, ((), None), allow_similar)
 
 
-def table_digest() -> str | None:
+def table_for_this_gpu(allow_similar: bool = True) -> tuple[dict[str, Any], ...]:
+    """The table's labelled weights for the current CUDA GPU (empty without one, or without a GPU);
+    ``allow_similar``: another GPU's table of this architecture where this one has none."""
+    return _this_gpus_table(allow_similar)[0]
+
+
+def table_digest(allow_similar_gpu: bool = True) -> str | None:
     """A hash of this GPU's table and of the rule reading it (part of the hook's cache key)."""
-    return _this_gpus_table()[1]
+    return _this_gpus_table(allow_similar_gpu)[1]
 
 
 # --- the op ------------------------------------------------------------------------------------------------------
@@ -313,7 +317,7 @@ def _compile_ahead(dtype: Any, n: int, k: int, has_bias: bool, config_args: tupl
     _AHEAD[0].submit(compile_one)
 
 
-def rule_for_this_gpu() -> Callable[[int, int], Config | None]:
+def rule_for_this_gpu(allow_similar: bool = True) -> Callable[[int, int], Config | None]:
     """``choose`` with this GPU's table, as one compile applies it (cuBLAS everywhere without a table)."""
-    problems = table_for_this_gpu()
+    problems = table_for_this_gpu(allow_similar)
     return lambda n, k: choose(n, k, problems) if problems else None

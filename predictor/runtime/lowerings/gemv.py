@@ -59,10 +59,14 @@ def takes_reduction_by_table(n: int, k: int, dtype: str, layout_b: str, rows: Se
     return takes_reduction(n, k, dtype, layout_b, every_width=every_width)
 
 
-def runtime_rule() -> Callable[[int, int, str, str], bool]:
+def runtime_rule(allow_similar: bool = True) -> Callable[[int, int, str, str], bool]:
     """``takes_reduction_by_table`` as the hook applies it in one compile, with this GPU's table (looked up and read
-    for fused forms once here, not per GEMM)."""
-    rows = gemv_table.table_for_this_gpu()
+    for fused forms once here, not per GEMM). A GPU without a table (none of its own, and none borrowed under
+    ``allow_similar``) keeps every GEMV on cuBLAS, as plain ``torch.compile`` does: the width rule and Inductor's
+    default blocks were measured on the H100 and the H200 alone."""
+    rows = gemv_table.table_for_this_gpu(allow_similar)
+    if not rows:
+        return lambda n, k, dtype, layout_b: False
     return functools.partial(takes_reduction_by_table, rows=rows, every_width=has_fused_forms(rows))
 
 
@@ -126,16 +130,17 @@ def gemv_count() -> int:
 
 
 @contextlib.contextmanager
-def gemv_as_reduction(rule: Callable[[int, int, str, str], bool] | None = None) -> Iterator[None]:
+def gemv_as_reduction(rule: Callable[[int, int, str, str], bool] | None = None,
+                      allow_similar: bool = True) -> Iterator[None]:
     """While active, Inductor's ``mm``/``addmm`` decompositions turn each GEMV that ``rule(n, k, dtype, layout_b)``
-    takes (default: ``runtime_rule()``) into the reduction form and leave every other GEMM to the original
+    takes (default: ``runtime_rule(allow_similar)``) into the reduction form and leave every other GEMM to the original
     decomposition. The tables are restored on exit, also on an error. (The GEMV collector passes a rule that takes
     every GEMV.)"""
     import torch
 
     aten = torch.ops.aten
     wrappers = {aten.mm.default: _mm, aten.addmm.default: _addmm}
-    _RULE.append(rule or runtime_rule())
+    _RULE.append(rule or runtime_rule(allow_similar))
     try:
         with wrapped_entries(decomposition_tables(), wrappers, lambda op, original: wrappers[op](original),
                              "predictor_gemv"):

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...artifacts.reading import InputError, check_positive, parse_json, read_table_bytes
-from ...artifacts.roots import for_this_gpu, made_for, table_path
+from ...artifacts.roots import for_this_gpu, made_for, note_table, table_path
 from ..compile_state import pow2_ceil
 
 log = logging.getLogger(__name__)
@@ -263,7 +263,11 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
 
     folders = [Path(r) for r in roots]
     path = table_path(gpu_name, folders, capability, folder=TABLE_FOLDER)
-    if path is None:
+    note_table(TABLE_FOLDER, capability, path, gpu_name)
+    if path is None:  # said once: the table is looked up once per process and setting
+        log.warning("gemm-predictor: no GEMV block table for %s%s; batch-1 GEMVs keep plain torch.compile's cuBLAS "
+                    "(gemm-predictor calibrate --only gemv-blocks makes one)", gpu_name,
+                    "" if capability else " (allow_similar_gpu=False: no other GPU's)")
         return (), None
     sibling = table_path("", folders, capability, folder=TABLE_FOLDER, skip=path)
     files = [path] if sibling is None else [path, sibling]
@@ -280,7 +284,7 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
     borrowed = sorted({f"{r.get('form', 'plain')}{' (K <= 1024)' if form_of(r)[3] else ''}" for r in rows[len(own):]})
     if not made_for(path, gpu_name):  # said once each: the table is read once per process
         log.warning("gemm-predictor: no GEMV block table for %s; batch-1 GEMVs use %s, made on another GPU of its "
-                    "architecture", gpu_name, path)
+                    "architecture (allow_similar_gpu=False refuses)", gpu_name, path)
     if borrowed:
         log.warning("gemm-predictor: %s has no labels of the GEMV forms %s; their blocks come from %s",
                     path.name, ", ".join(borrowed), sibling)
@@ -293,16 +297,17 @@ def has_fused_forms(rows: Sequence[dict[str, Any]]) -> bool:
     return any(form_of(r)[1] > 1 for r in rows)
 
 
-def _this_gpus_table() -> tuple[tuple[dict[str, Any], ...], str | None]:
-    return for_this_gpu(_table, ((), None))
+def _this_gpus_table(allow_similar: bool = True) -> tuple[tuple[dict[str, Any], ...], str | None]:
+    return for_this_gpu(_table, ((), None), allow_similar)
 
 
-def table_for_this_gpu() -> tuple[dict[str, Any], ...]:
-    """The shipped table's rows for the current CUDA GPU (empty without one, or without a GPU)."""
-    return _this_gpus_table()[0]
+def table_for_this_gpu(allow_similar: bool = True) -> tuple[dict[str, Any], ...]:
+    """The table's rows for the current CUDA GPU (empty without one, or without a GPU); ``allow_similar``: another
+    GPU's table of this architecture where this one has none (the hook's ``allow_similar_gpu``)."""
+    return _this_gpus_table(allow_similar)[0]
 
 
-def table_digest() -> str | None:
+def table_digest(allow_similar: bool = True) -> str | None:
     """A hash of this GPU's table file and of how it is read (part of the hook's FX-graph-cache key: a new table or
     rule must not reuse kernels compiled with the old blocks)."""
-    return _this_gpus_table()[1]
+    return _this_gpus_table(allow_similar)[1]
