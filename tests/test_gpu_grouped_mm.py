@@ -29,7 +29,7 @@ def _run(rows: int, experts: int):
     ends = torch.linspace(0, rows, experts + 1, device="cuda")[1:].round().to(torch.int32)  # rows spread over experts
     compiled = torch.compile(_grouped, dynamic=False)
     with (config.patch(force_disable_caches=True, max_autotune_gemm=True, max_autotune_gemm_backends="ATEN,TRITON"),
-          grouped_mm.grouped_mm_decided()):
+          grouped_mm.grouped_mm_decided(grouped_mm.rule_for_this_gpu())):
         out, code = run_and_get_code(compiled, x, w, ends)
     ref = _grouped(x, w, ends).float()
     assert ((out.float() - ref).norm() / ref.norm()).item() < 2e-2
@@ -42,5 +42,5 @@ def test_decode_over_few_experts_runs_the_bands_triton_config():
 
 
 def test_decode_over_many_experts_runs_atens_grouped_gemm():
-    code = _run(rows=8, experts=2 * grouped_mm.MAX_DECODE_EXPERTS)  # a token's top 8 of 128 experts
+    code = _run(rows=8, experts=2 * grouped_mm.rule_for_this_gpu().max_decode_experts)  # a token's top 8 of 128 experts
     assert "triton_tem_" not in code and "_grouped_mm" in code

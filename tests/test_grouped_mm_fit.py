@@ -4,6 +4,8 @@ labels."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -57,7 +59,23 @@ def test_held_out_scores_choose_on_the_other_decoders():
 def test_shipped_bands_above_decode_are_the_fit_of_the_committed_labels():
     labels = grouped_mm_fit.read_labels("datasets/nvidia-h100/grouped_mm.parquet", grouped_mm_fit.KIND)
     fitted = grouped_mm_fit.fit(*grouped_mm_fit.speeds(labels))
-    shipped = {band: ",".join(map(str, config)) for band, (_, config) in enumerate(grouped_mm.BANDS)}
-    assert [limit for limit, _ in grouped_mm.BANDS[:-1]] == list(grouped_mm_fit.EDGES)
+    rule = grouped_mm.read_table(Path("models") / grouped_mm.TABLE_FOLDER / "nvidia-h100.json")
+    shipped = {band: ",".join(map(str, config)) for band, (_, config) in enumerate(rule.bands)}
+    assert [limit for limit, _ in rule.bands[:-1]] == list(grouped_mm_fit.EDGES)
     assert {band: fitted[band] for band in (1, 2, 3)} == {band: shipped[band] for band in (1, 2, 3)}
     assert fitted[0] != shipped[0]  # the decode band was chosen in whole steps (finding 67)
+
+
+def test_the_fit_writes_the_table_the_runtime_reads(tmp_path):
+    """``grouped-fit --out`` with the whole-step decode band and bound reproduces the shipped table's rule."""
+    out = tmp_path / "nvidia-h100.json"
+    report = grouped_mm_fit.run("datasets/nvidia-h100/grouped_mm.parquet", str(out), "16,64,256,4,4", 64)
+    assert "wrote" in report
+    shipped = grouped_mm.read_table(Path("models") / grouped_mm.TABLE_FOLDER / "nvidia-h100.json")
+    assert grouped_mm.read_table(out) == shipped
+    fitted_only = tmp_path / "fit.json"
+    grouped_mm_fit.run("datasets/nvidia-h100/grouped_mm.parquet", str(fitted_only))
+    rule = grouped_mm.read_table(fitted_only)
+    assert rule.bands[1:] == shipped.bands[1:] and rule.max_decode_experts is None
+    with pytest.raises(ValueError, match="decode-config"):
+        grouped_mm_fit.run("datasets/nvidia-h100/grouped_mm.parquet", None, "16,64")

@@ -422,7 +422,7 @@ def test_held_out_set5_moe_builds():
 
 def test_held_out_set8_architectures_build():
     """The eighth held-out set's configs build and run at shrunk widths: OLMoE routes each token to 8 of exactly 64
-    experts (the many-experts bound, ``grouped_mm.MAX_DECODE_EXPERTS``), Llama 3.2 ties its head to the embedding."""
+    experts (the many-experts bound of the H100's grouped-GEMM table), Llama 3.2 ties its head to the embedding."""
     pytest.importorskip("transformers")
     import torch
 
@@ -431,7 +431,8 @@ def test_held_out_set8_architectures_build():
     cpu, ids = torch.device("cpu"), torch.randint(0, 1000, (1, 3))
     olmoe = configs._olmoe_config(hidden_size=64, intermediate_size=32, num_attention_heads=4, num_key_value_heads=4,
                                  vocab_size=1000)
-    assert (olmoe.num_experts, olmoe.num_experts_per_tok) == (grouped_mm.MAX_DECODE_EXPERTS, 8)
+    h100 = grouped_mm.read_table(Path(__file__).resolve().parents[1] / "models" / grouped_mm.TABLE_FOLDER / "nvidia-h100.json")
+    assert (olmoe.num_experts, olmoe.num_experts_per_tok) == (h100.max_decode_experts, 8)
     llama32 = configs._llama32_config(hidden_size=64, intermediate_size=128, num_attention_heads=4,
                                      num_key_value_heads=2, head_dim=16, vocab_size=1000)
     for config in (olmoe, llama32):

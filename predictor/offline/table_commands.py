@@ -83,11 +83,16 @@ def _add_few_rows_fit(sub: argparse._SubParsersAction, add: AddCommand, model_ar
 def _add_grouped_fit(sub: argparse._SubParsersAction, add: AddCommand, model_argument: Callable[[str], str]) -> None:
     p = add(sub, "grouped-fit", "grouped-GEMM labels -> one config per band of rows per expert, held out")
     p.add_argument("dataset", help="grouped-GEMM labels written by python -m collectors.grouped_mm")
+    p.add_argument("--out", default=None, help="write the runtime's table here (models/grouped-mm/<gpu>.json)")
+    p.add_argument("--decode-config", default=None, metavar="BM,BN,BK,STAGES,WARPS",
+                   help="the decode band's config where whole decode steps chose another than the fit")
+    p.add_argument("--max-decode-experts", type=int, default=None,
+                   help="above this many experts a decode step keeps aten's grouped GEMM (from whole steps)")
 
     def run(args: argparse.Namespace) -> str:
         from .grouped_mm_fit import run as fit
 
-        return fit(args.dataset)
+        return fit(args.dataset, args.out, args.decode_config, args.max_decode_experts)
 
     p.set_defaults(func=run)
 
