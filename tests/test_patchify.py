@@ -444,7 +444,7 @@ def test_the_hooks_cache_keys_carry_the_decompositions_source(monkeypatch):
     pruner = compile.pruner_for(HookSettings())  # the pruner predictor.compile makes for these settings
     assert registry.digest() in pickle.dumps(pruner).decode("latin-1")
     before = pruner.uuid()
-    monkeypatch.setattr(registry, "digest", lambda lowerings=None: "another-rule")
+    monkeypatch.setattr(registry, "digest", lambda lowerings=None, allow_similar_gpu=True: "another-rule")
     assert pruner.uuid() != before
     assert b"another-rule" in pickle.dumps(pruner)
 

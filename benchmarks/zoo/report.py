@@ -24,6 +24,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from .floor_report import floor_lines
 from .gaps import gpu_time_gaps_section
 from .plot import plot, versions
 from .timing_checks import TIMED, between_runs_line, disturbed_line, noisy_line
@@ -344,6 +345,7 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
                          f"{r.get('timing') or '-'} | {_f(s['speed_vs_plain'], '.3f')} | "
                          f"{_f(s['speed_vs_best'], '.3f')} | {_f(s['called_ms'], '.3f')} | "
                          f"{_f(s['called_vs_best'], '.3f')} | {census_cell(r.get('census'))} | {_correct_cell(r)} |")
+        lines += floor_lines([(mode, by_key[(model, mode)]) for mode in summary["mode_order"] if mode in runs])
     lines += ["", "Census: GPU kernels of one step by group (count, share of GPU time): gemm = cuBLAS/cuBLASLt/"
               "CUTLASS, tem = Triton templates, triton = other Triton kernels, other = aten, attention, cuDNN."]
     return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ the CPU tests) work without them.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import torch
@@ -42,6 +43,9 @@ class ZooModel:
     # 0: in the zoo the policy was tuned on; N: the Nth held-out set, added after the policy of its day was fixed
     # and never used to tune anything (the report's figures per set say how the hook generalises)
     held_out_set: int = 0
+    # decoder layers, where the entry is a decoder at its real depth: the record carries the memory floor
+    # (``floor.floor_record``) and the report the census per layer
+    layers: int | None = None
 
     @property
     def summary(self) -> str:
@@ -318,6 +322,24 @@ _ENTRIES = [
              f"Qwen2-7B widths as qwen2-7b-decode-b8, {_TWO}; one token at batch 2 (M=2)", held_out_set=10),
     ZooModel("deit-small-b8", "vision-transformer", "infer", "float16", _timm("deit_small_patch16_224", 8, "float16"),
              "timm deit_small_patch16_224 (384 wide, 6 heads), full depth; batch 8", held_out_set=10),
+    # eleventh set: decoders at their real depth, batch-1 decode; the floor is their weights' bytes over the copy
+    # bandwidth (``floor.py``): what sits between the GEMVs (norms, rotary, attention at one token) shows here
+    ZooModel("llama-full-b1", "llm-decode", "infer", "bfloat16",
+             _causal_lm(functools.partial(_llama_config, num_hidden_layers=22), 1, 1, "bfloat16"),
+             "TinyLlama-1.1B at full depth (22 layers, 2048/5632, 32 heads, 4 kv); one token at batch 1, no KV cache",
+             held_out_set=11, layers=22),
+    ZooModel("qwen2-full-b1", "llm-decode", "infer", "float16",
+             _causal_lm(functools.partial(_qwen2_config, num_hidden_layers=28), 1, 1, "float16"),
+             "Qwen2-1.5B at full depth (28 layers, 1536/8960, vocab 151936, tied); one token at batch 1, no KV cache",
+             held_out_set=11, layers=28),
+    ZooModel("smollm2-full-b1", "llm-decode", "infer", "bfloat16",
+             _causal_lm(functools.partial(_smollm2_config, num_hidden_layers=32), 1, 1, "bfloat16"),
+             "SmolLM2-360M at full depth (32 layers, 960/2560, 15 heads, 5 kv, tied); one token at batch 1, no KV "
+             "cache", held_out_set=11, layers=32),
+    ZooModel("granite-full-b1", "llm-decode", "infer", "bfloat16",
+             _causal_lm(functools.partial(_granite_config, num_hidden_layers=40), 1, 1, "bfloat16"),
+             "Granite-3.0-2B at full depth (40 layers, 2048/8192, 32 heads, 8 kv, vocab 49155, tied); one token at "
+             "batch 1, no KV cache", held_out_set=11, layers=40),
     ZooModel("tiny-mlp", "test", "infer", "float32", _tiny(False), "Linear-GELU-Linear 64 wide, batch 8 (CPU tests)"),
     ZooModel("tiny-train", "test", "train", "float32", _tiny(True), "tiny-mlp + MSE loss, AdamW (CPU tests)"),
 ]

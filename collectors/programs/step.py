@@ -18,6 +18,7 @@ from typing import Any, Callable
 import torch
 
 from .census import profile_census
+from .floor import floor_record
 from .harness import lock_waited_s, one_line, timing_lock
 from .models import ZooModel
 
@@ -124,6 +125,8 @@ def measure(record: dict[str, Any], zm: ZooModel, mode: Any, repeats: int,
             with amp():
                 ref = reference(*inputs).detach().float()
             del reference
+        if zm.layers is not None and device.type == "cuda":  # a decoder at its real depth: its memory floor
+            record.update(floor_record(module, device), layers=zm.layers)
         sync(device)
     log.info("compile with %s", mode.name)
     t0 = time.perf_counter()  # from the compile call: what it does eagerly (imports, a hook's set-up) counts too
