@@ -108,8 +108,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="never collect the problem groups this model held out (repeatable; default: --base-model)")
     c.add_argument("--workers", type=int, default=None, help="precompile processes (default: cores - 2)")
     out = c.add_mutually_exclusive_group(required=True)
-    out.add_argument("--out", help="model folder to write, e.g. models/h100-default-lgbm")
+    out.add_argument("--out-root", help="folder to write every table into, as the runtime reads them "
+                                        "(<root>/<gpu>-default-lgbm, <root>/gemv-blocks/<gpu>.json, ...): "
+                                        "export GEMM_PREDICTOR_MODELS=<root>")
+    out.add_argument("--out", help="the ranker's model folder alone, e.g. models/h100-default-lgbm")
     out.add_argument("--collect-only", action="store_true", help="collect within the budget, fit nothing")
+    c.add_argument("--only", default=None, metavar="KIND[,KIND]",
+                   help="calibrate these kinds alone: ranker, gemv-blocks, few-rows, grouped-mm (default: all with "
+                        "--out-root or --collect-only, the ranker with --out)")
     c.add_argument("--fit-only", action="store_true", help="fit from the labels already in --parts, collect nothing")
     c.add_argument("--force", action="store_true", help="replace --out even when it is a shipped model")
     c.add_argument("--until-minutes", type=float, default=None,
@@ -120,34 +126,59 @@ def register(sub: argparse._SubParsersAction) -> None:
     def run_calibrate(args: argparse.Namespace) -> int:
         import functools
         import os
+        from pathlib import Path
 
         from .calibrate import run_calibration_collection
+        from .calibrate_tables import RANKER, TableLedger, collect_tables, fit_tables, parse_only
 
         if args.collect_only and args.fit_only:
             raise ValueError("calibrate: --collect-only and --fit-only exclude each other")
-        if args.out:  # refuse a bad output folder before any GPU work, not after it
+        kinds = parse_only(args.only or (RANKER if args.out else None))
+        if args.out and kinds != [RANKER]:
+            raise ValueError("calibrate: --out names the ranker's folder alone; give --out-root for the tables")
+        if args.minutes <= 0:
+            raise ValueError(f"--minutes {args.minutes}: must be positive")
+        ranker_out = args.out
+        if args.out or (args.out_root and RANKER in kinds):  # refuse a bad output folder before any GPU work
             from predictor.artifacts.atomic import MODEL, check_output_folder
-
-            check_output_folder(args.out, MODEL)
             from predictor.offline.shipped import check_not_shipped
 
-            check_not_shipped(args.out, args.force)
+            target = args.out or os.path.join(args.out_root, "calibrated-default-lgbm")
+            check_output_folder(target, MODEL)
+            check_not_shipped(target, args.force)
+        if args.out_root and not args.force:  # its tables would replace the shipped ones of this GPU
+            from predictor.artifacts.atomic import OutputError
+            from predictor.artifacts.roots import shipped_roots
+
+            if Path(args.out_root).resolve() in {Path(r).resolve() for r in shipped_roots()}:
+                raise OutputError(f"{Path(args.out_root).resolve()}: holds the shipped models and tables; pass "
+                                  "--force to replace this GPU's (nothing was written)")
         if args.workers is not None and args.workers < 1:
             raise ValueError(f"--workers {args.workers}: must be at least 1")
         workers = args.workers if args.workers is not None else max(1, (os.cpu_count() or 2) - 2)
         compare = None if args.compare_model in (None, "", "none") else args.compare_model
+        parts = Path(args.parts)
         if not args.fit_only:
-            stats = run_calibration_collection(
-                args.corpus, args.parts, args.minutes, args.base_model, args.hold_out_groups_of or [args.base_model],
-                compare, workers, prepare=functools.partial(_prepare_gpu, args.corpus, args.parts),
-                collect_fn=functools.partial(_collect_gpu, args.corpus, args.parts, workers))
-            print(json.dumps(stats))
-        if args.out:
+            tables = [k for k in kinds if k != RANKER]
+            if tables:
+                print(json.dumps({"tables": collect_tables(tables, parts, args.minutes)}))
+            if RANKER in kinds:  # the ranker takes what the tables left of the budget, over all runs
+                ranker_minutes = args.minutes - sum(TableLedger(parts).spent.values()) / 60
+                stats = run_calibration_collection(
+                    args.corpus, args.parts, ranker_minutes, args.base_model,
+                    args.hold_out_groups_of or [args.base_model], compare, workers,
+                    prepare=functools.partial(_prepare_gpu, args.corpus, args.parts),
+                    collect_fn=functools.partial(_collect_gpu, args.corpus, args.parts, workers))
+                print(json.dumps(stats))
+        if args.out_root:
+            print(json.dumps({"tables": fit_tables(kinds, parts, Path(args.out_root))}))
+            ranker_out = os.path.join(args.out_root, "calibrated-default-lgbm") if RANKER in kinds else None
+        if ranker_out:
             from predictor.offline.calibrate_fit import calibrate_fit
 
-            meta = calibrate_fit(args.parts, args.out, args.base_model, args.until_minutes, args.method,
+            meta = calibrate_fit(args.parts, ranker_out, args.base_model, args.until_minutes, args.method,
                                  force=args.force)
-            print(json.dumps({"model": args.out, **meta["calibration"]}))
+            print(json.dumps({"model": ranker_out, **meta["calibration"]}))
         return 0
 
     c.set_defaults(func=run_calibrate)

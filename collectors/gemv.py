@@ -18,6 +18,7 @@ import argparse
 import hashlib
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -161,10 +162,12 @@ def resume_mismatch(done: pd.DataFrame, env: dict[str, Any]) -> str | None:
 
 
 def collect(problems: list[dict[str, Any]], measure_one: Callable[[int, dict[str, Any]], list[dict[str, Any]]],
-            out: Path, kind: str, collector: str, aten_key: str, limit: int | None = None) -> int:
+            out: Path, kind: str, collector: str, aten_key: str, limit: int | None = None,
+            seconds: float | None = None) -> int:
     """Measure each problem not yet in ``out`` (``measure_one(index, problem)`` -> rows) and rewrite ``out`` after
     every one, so a run stopped at any point keeps what it measured; a problem that fails is recorded as such
-    (status ``compile_error``) and the rest go on. Exit status 2 without a GPU."""
+    (status ``compile_error``) and the rest go on. ``seconds``: start no problem once this many have passed (a
+    calibration budget). Exit status 2 without a GPU."""
     import torch
     from tqdm import tqdm
 
@@ -183,7 +186,11 @@ def collect(problems: list[dict[str, Any]], measure_one: Callable[[int, dict[str
     problems = [dict(p, problem_id=problem_id(p)) for p in problems]
     todo = [(i, p) for i, p in enumerate(problems) if p["problem_id"] not in seen][:limit]
     frames = [done] if len(done) else []
+    started = time.perf_counter()
     for i, p in tqdm(todo, unit="problem"):
+        if seconds is not None and time.perf_counter() - started >= seconds:
+            log.info("collectors.%s: budget of %.0f s spent; %s keeps what was measured", collector, seconds, out)
+            break
         try:
             rows = measure_one(i, p)
         except Exception as exc:  # noqa: BLE001 - a failed problem is recorded, the rest go on

@@ -1,0 +1,215 @@
+"""``gemm-predictor calibrate`` for the per-GPU tables: label a new GPU's GEMV blocks, few-rows kernels and grouped
+GEMMs within a share of the budget, then fit each table where the runtime finds it.
+
+Every table the runtime reads per GPU has a collector and a fit (the ranker's are ``collectors.calibrate`` and
+``predictor.offline.calibrate_fit``):
+
+| kind | collector | fit | runtime |
+|---|---|---|---|
+| ``gemv-blocks`` | ``collectors.gemv_blocks`` | ``gemm-predictor gemv-fit`` | ``lowerings.gemv_table`` |
+| ``few-rows`` | ``collectors.few_rows`` | ``gemm-predictor few-rows-fit`` | ``lowerings.few_rows`` |
+| ``grouped-mm`` | ``collectors.grouped_mm`` | ``gemm-predictor grouped-fit`` | ``lowerings.grouped_mm`` |
+
+Budget: each kind gets its ``share`` of the minutes (normalised over the kinds asked for); a kind that labels its
+whole corpus early hands the rest on, and the ranker, calibrated last, takes what is left. The seconds spent per
+kind are kept in ``<parts>/calibration/tables.json``, so a rerun after a kill resumes each collection (its labels
+file is resumed problem by problem) within what is left of its share. A cut collection still covers every form,
+model and band: the corpus is taken round-robin over ``interleave_by``.
+
+Tables are written as ``<out root>/<folder>/<gpu slug>.json``: with ``$GEMM_PREDICTOR_MODELS`` naming the root,
+the runtime takes them for that GPU (``predictor.artifacts.roots``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+RANKER = "ranker"
+LEDGER = "tables.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class TableKind:
+    """One per-GPU table: where its labels and table live, its share of a budget, and its collector and fit."""
+
+    name: str
+    folder: str  # <root>/<folder>/<gpu slug>.json
+    labels: str  # <parts>/<labels>
+    share: float
+    interleave_by: str  # problems taken round-robin by this field, so a cut collection covers each value
+    collector: str  # module with corpus(), measure(), KIND
+    label_kind: str  # the labels file's metadata "kind" (the collector's KIND)
+    fit: Callable[[str, str], str]  # (labels file, table file) -> report
+
+
+def _fit_gemv(labels: str, out: str) -> str:
+    from predictor.offline.gemv_blocks_fit import run
+
+    return run(labels, out)
+
+
+def _fit_few_rows(labels: str, out: str) -> str:
+    from predictor.offline.few_rows_fit import run
+
+    return run(labels, out)
+
+
+def _fit_grouped(labels: str, out: str) -> str:
+    from predictor.offline.grouped_mm_fit import run
+
+    return run(labels, out)
+
+
+TABLES: dict[str, TableKind] = {t.name: t for t in (
+    TableKind("gemv-blocks", "gemv-blocks", "gemv_blocks.parquet", 0.3, "form", "collectors.gemv_blocks",
+              "gemv_block_labels", _fit_gemv),
+    TableKind("few-rows", "few-rows", "few_rows.parquet", 0.15, "family_tag", "collectors.few_rows",
+              "few_rows_labels", _fit_few_rows),
+    TableKind("grouped-mm", "grouped-mm", "grouped_mm.parquet", 0.15, "family_tag", "collectors.grouped_mm",
+              "grouped_mm_labels", _fit_grouped),
+)}
+RANKER_SHARE = 0.4
+KINDS = (*TABLES, RANKER)
+
+
+def parse_only(text: str | None) -> list[str]:
+    """``--only`` as kinds in calibration order (tables first, the ranker last); every kind without it."""
+    if not text:
+        return list(KINDS)
+    asked = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in asked if k not in KINDS]
+    if unknown or not asked:
+        raise ValueError(f"--only {text!r}: unknown kind(s) {', '.join(unknown) or '(none given)'}; expected a "
+                         f"comma list of {', '.join(KINDS)}")
+    return [k for k in KINDS if k in asked]
+
+
+def shares(kinds: Sequence[str]) -> dict[str, float]:
+    """Each kind's fraction of the budget, normalised over ``kinds``."""
+    raw = {k: RANKER_SHARE if k == RANKER else TABLES[k].share for k in kinds}
+    total = sum(raw.values())
+    return {k: v / total for k, v in raw.items()}
+
+
+def interleaved(problems: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """``problems`` round-robin over the values of ``key`` (first-seen order), each value's own order kept."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for p in problems:
+        groups.setdefault(p.get(key), []).append(p)
+    return [p for batch in itertools.zip_longest(*groups.values()) for p in batch if p is not None]
+
+
+def gpu_slug(gpu_name: str) -> str:
+    """The file stem the runtime matches a GPU's name against (``predictor.artifacts.roots.table_path``)."""
+    return re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
+
+
+class TableLedger:
+    """Seconds spent collecting each table kind over all runs of one ``--parts`` folder (plain JSON, replaced
+    atomically after every kind)."""
+
+    def __init__(self, parts: Path) -> None:
+        from predictor.offline.calibration import calibration_dir
+
+        self.path = calibration_dir(parts) / LEDGER
+        self.spent: dict[str, float] = {}
+        if self.path.exists():
+            try:
+                self.spent = {str(k): float(v) for k, v in json.loads(self.path.read_text())["spent_s"].items()}
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise ValueError(f"{self.path}: unreadable table ledger ({exc})") from None
+
+    def add(self, kind: str, seconds: float) -> None:
+        self.spent[kind] = round(self.spent.get(kind, 0.0) + seconds, 3)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"spent_s": self.spent}, indent=1))
+        os.replace(tmp, self.path)
+
+
+def collect_tables(kinds: Sequence[str], parts: Path, minutes: float,
+                   collect_one: Callable[[TableKind, Path, float], int] | None = None) -> dict[str, Any]:
+    """Collect every table kind of ``kinds`` within its share of ``minutes`` (less what earlier runs spent; the
+    ranker, if among ``kinds``, keeps its share for later); returns per kind the seconds spent. ``collect_one(kind,
+    labels file, seconds)`` runs one collector (default: on this GPU)."""
+    collect_one = collect_one or collect_on_gpu
+    ledger = TableLedger(parts)
+    split = shares(kinds)
+    report: dict[str, Any] = {}
+    carried = 0.0  # seconds a kind finished under its share hands to the next
+    for name in (k for k in kinds if k != RANKER):
+        kind = TABLES[name]
+        budget = split[name] * minutes * 60 + carried
+        left = budget - ledger.spent.get(name, 0.0)
+        if left <= 0:
+            report[name] = {"spent_s": ledger.spent.get(name, 0.0), "skipped": "its share is spent"}
+            continue
+        started = time.perf_counter()
+        status = collect_one(kind, parts / kind.labels, left)
+        spent = time.perf_counter() - started
+        ledger.add(name, spent)
+        carried = max(0.0, left - spent)
+        report[name] = {"spent_s": round(spent, 1), "status": status, "labels": str(parts / kind.labels)}
+    return report
+
+
+def collect_on_gpu(kind: TableKind, labels: Path, seconds: float) -> int:
+    """Run ``kind``'s collector on this GPU for at most ``seconds`` (resuming ``labels``), the corpus interleaved."""
+    import importlib
+
+    import torch._inductor.config as inductor_config
+
+    from collectors.gemv import collect
+    from collectors.timing import cuda_flusher
+
+    module = importlib.import_module(kind.collector)
+    problems = module.corpus()
+    if kind.name == "gemv-blocks":  # the reduction's op name (what the runtime keys a GEMV kernel by)
+        problems = [dict(p, op=module.problem_op(p)) for p in problems]
+    # every compile fresh, every config benchmarked: no kernel or autotune result reused from an earlier problem
+    inductor_config.force_disable_caches = True
+    inductor_config.autotune_local_cache = False
+
+    def measure_one(i: int, p: dict[str, Any]) -> list[dict[str, Any]]:
+        if kind.name == "grouped-mm":
+            return module.measure(p)
+        return module.measure(p, 20 if kind.name == "gemv-blocks" else 10, cuda_flusher())
+
+    aten = {"gemv-blocks": "aten/plain", "few-rows": "aten/mm", "grouped-mm": "aten"}[kind.name]
+    return collect(interleaved(problems, kind.interleave_by), measure_one, labels, kind.label_kind,
+                   kind.collector.split(".")[-1], aten, seconds=seconds)
+
+
+def fit_tables(kinds: Sequence[str], parts: Path, root: Path) -> dict[str, str]:
+    """Fit every table kind of ``kinds`` whose labels are in ``parts`` into ``root/<folder>/<gpu slug>.json``;
+    returns kind -> the file written, or why none was (a fit that cannot be made is said, the others go on)."""
+    from predictor.offline.gemv_eval import read_labels
+
+    written: dict[str, str] = {}
+    for name in (k for k in kinds if k != RANKER):
+        kind = TABLES[name]
+        labels = parts / kind.labels
+        if not labels.exists():
+            written[name] = f"not fitted: no labels ({labels})"
+            continue
+        try:
+            frame = read_labels(str(labels), kind.label_kind)
+            out = root / kind.folder / f"{gpu_slug(str(frame.attrs['metadata'].get('gpu') or ''))}.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            kind.fit(str(labels), str(out))
+            written[name] = str(out)
+        except ValueError as exc:
+            written[name] = f"not fitted: {exc}"
+            log.warning("calibrate %s: %s", name, exc)
+    return written
