@@ -159,6 +159,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         compare = None if args.compare_model in (None, "", "none") else args.compare_model
         parts = Path(args.parts)
         if not args.fit_only:
+            import torch
+
+            if not torch.cuda.is_available():  # before any file is written
+                raise ValueError("calibrate needs a CUDA GPU and none is visible (torch.cuda.is_available() is "
+                                 "False); --fit-only fits labels collected before")
             tables = [k for k in kinds if k != RANKER]
             if tables:
                 print(json.dumps({"tables": collect_tables(tables, parts, args.minutes)}))
@@ -205,7 +210,9 @@ def _collect_gpu(corpus: str, parts: str, workers: int, order, should_stop, on_p
 
 def main(argv: list[str] | None = None) -> int:
     """The whole ``gemm-predictor`` CLI with these subcommands, installed or not."""
-    return predictor_main(argv, plugins=[register])
+    from collectors import cli  # by its own name: run as __main__, the installed entry point is this module too
+
+    return predictor_main(argv, plugins=[cli.register])
 
 
 if __name__ == "__main__":

@@ -116,3 +116,13 @@ def test_bad_calls_are_refused_in_one_line_before_any_work(tmp_path, capsys, mon
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not (tmp_path / "p").exists()
+
+
+def test_collecting_without_a_gpu_is_refused_before_any_file_is_written(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the command would collect")
+    assert main(["calibrate", "--minutes", "5", "--parts", str(tmp_path / "p"), "--out-root", str(tmp_path / "r"),
+                 "--only", "few-rows"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err and not any(tmp_path.iterdir())
