@@ -116,3 +116,19 @@ def test_the_lowerings_cache_key_follows_allow_similar(monkeypatch):
     registry.digest(allow_similar_gpu=False)
     registry.digest()
     assert seen == [False, True]
+
+
+def test_the_stats_name_the_rankers_gpu():
+    import predictor
+    from predictor.artifacts.model_folder import read_metadata
+    from predictor.core.device import DeviceInfo
+
+    h200 = DeviceInfo.from_metadata(read_metadata(MODELS / "h200-default-lgbm"))
+    try:
+        predictor.install(model=str(MODELS / "h100-default-lgbm"), _device=h200).load()
+        said = predictor.stats()["tables"]["ranker"]
+        assert "h100-default-lgbm" in said and "borrowed from NVIDIA H100" in said
+        predictor.install(model=str(MODELS / "h200-default-lgbm"), _device=h200).load()
+        assert predictor.stats()["tables"]["ranker"].endswith("(this GPU's)")
+    finally:
+        predictor.uninstall()

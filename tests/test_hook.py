@@ -348,6 +348,9 @@ def test_model_for_a_gpu_of_the_same_architecture_is_used_with_one_warning(model
         p = GemmPruner(HookSettings(model=str(model_root / "other"), top_k=2, device=DEVICE, margin=None)).load()
         assert len(p.filter(choices, mm_inputs(512, 768, 3072), "mm")) == 3
     assert p.disabled is None and len(caplog.records) == 1 and "same cc 9.0" in caplog.records[0].getMessage()
+    assert p.model.borrowed_from == "Other GPU"  # predictor.stats()["tables"]["ranker"] says so
+    own = GemmPruner(HookSettings(model=str(model_root / "syn-lgbm-all"), device=DEVICE)).load()
+    assert own.model.borrowed_from is None
     # another architecture (fewer SMs, e.g. an H100 PCIe) is still refused
     smaller = dataclasses.replace(DEVICE, gpu="Small GPU", sm_count=114)
     q = GemmPruner(HookSettings(model=str(model_root / "other"), top_k=2, device=smaller)).load()

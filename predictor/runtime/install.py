@@ -105,6 +105,10 @@ def stats() -> dict[str, Any]:
         # which model decided (a local refit or the shipped one), which GPU's file each per-GPU table came from,
         # and what the tuned mode recorded
         last = installed._LAST[0]
-        return {**last.stats(), "model": None if last.model_path is None else str(last.model_path),
-                "tables": tables_decided(last.settings.allow_similar_gpu), "labels": feedback.stats()}
+        model = None if last.model_path is None else str(last.model_path)
+        ranker = ("none (plain torch.compile's choices)" if model is None else
+                  f"{model} (borrowed from {last.model.borrowed_from}: allow_similar_gpu)" if last.model.borrowed_from
+                  else f"{model} (this GPU's)")
+        return {**last.stats(), "model": model, "tables": {"ranker": ranker, **tables_decided(
+            last.settings.allow_similar_gpu)}, "labels": feedback.stats()}
     return {**empty_stats(), "model": None, "tables": {}, "labels": feedback.stats()}

@@ -46,6 +46,7 @@ class LoadedModel:
         self.ranker = ranker
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.path: Path | None = None
+        self.borrowed_from: str | None = None  # the GPU a model of this architecture was trained on, if not this one
         self.region_models: dict[str, RegionModel] = {}  # beside a discovered main model (predictor.core.regions)
         self.disabled: str | None = None  # why every GEMM is passed through, if it is
         # the ranker scores with the device the model was trained for (its measured peaks and bandwidth)
@@ -99,6 +100,7 @@ class LoadedModel:
             return self._disable(warn_once, "no_model", f"{folder}: cannot load ({type(exc).__name__}: {exc}); "
                                  f"every GEMM: {fallback_words}")
         self.path = folder
+        self.borrowed_from = trained_for.gpu if similar else None
         self.device = DeviceInfo.from_metadata(self.metadata)
         if s.model is None:  # a model the caller names ranks every GEMM itself
             self.region_models = load_region_models(device, s.space, s.allow_similar_gpu, warn_once, self.load_folder)
