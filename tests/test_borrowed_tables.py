@@ -124,11 +124,26 @@ def test_the_stats_name_the_rankers_gpu():
     from predictor.core.device import DeviceInfo
 
     h200 = DeviceInfo.from_metadata(read_metadata(MODELS / "h200-default-lgbm"))
-    try:
-        predictor.install(model=str(MODELS / "h100-default-lgbm"), _device=h200).load()
+    with predictor.pruning(model=str(MODELS / "h100-default-lgbm"), _device=h200) as pruner:
+        pruner.load()
         said = predictor.stats()["tables"]["ranker"]
         assert "h100-default-lgbm" in said and "borrowed from NVIDIA H100" in said
-        predictor.install(model=str(MODELS / "h200-default-lgbm"), _device=h200).load()
+    with predictor.pruning(model=str(MODELS / "h200-default-lgbm"), _device=h200) as pruner:
+        pruner.load()
         assert predictor.stats()["tables"]["ranker"].endswith("(this GPU's)")
+
+
+def test_predictor_compile_passes_allow_similar_gpu_to_its_pruner_and_refuses_a_non_bool():
+    import pytest
+    import torch
+
+    import predictor
+    from predictor.runtime import compile as compile_module
+
+    try:
+        predictor.compile(torch.nn.Linear(4, 4), allow_similar_gpu=False)
+        assert compile_module.installed._STACK[-1].pruner.settings.allow_similar_gpu is False
+        with pytest.raises(ValueError, match="allow_similar_gpu must be True or False"):
+            predictor.compile(torch.nn.Linear(4, 4), allow_similar_gpu="no")
     finally:
         predictor.uninstall()

@@ -9,7 +9,7 @@ by ``register()`` for a checkout used without installing.
 default (CUDA graph trees included); ``"max-autotune"`` benchmarks the decided kind's top 5 per GEMM (``tune=5``);
 ``"max-autotune-no-cudagraphs"`` the same without CUDA graphs. ``options`` are Inductor options, as for
 ``predictor.compile``, and may also carry ``predictor.compile``'s own ``tune``, ``cudagraphs``, ``predictor_model``,
-``decide_gap`` and ``fallback`` (torch.compile has no other way to pass them; they override the mode's). The
+``decide_gap``, ``fallback`` and ``allow_similar_gpu`` (torch.compile has no other way to pass them; they override the mode's). The
 accumulated-gradient guard needs the module and is ``predictor.compile``'s alone.
 """
 
@@ -25,7 +25,7 @@ MODES: dict[str | None, dict[str, Any]] = {
     "max-autotune-no-cudagraphs": {"tune": TUNE_FOR_MAX_AUTOTUNE, "cudagraphs": False},
 }
 # predictor.compile's arguments that options= may carry (compile.prepare checks their values)
-OWN_OPTIONS = ("tune", "cudagraphs", "predictor_model", "decide_gap", "fallback")
+OWN_OPTIONS = ("tune", "cudagraphs", "predictor_model", "decide_gap", "fallback", "allow_similar_gpu")
 WHERE = f"torch.compile(backend={NAME!r}, options=...)"
 
 

@@ -46,6 +46,7 @@ from .choices import installed
 from .choices.policy import DECIDE_MIN_GAP
 from .choices.pruner import SEARCH_SPACE, GemmPruner
 from .choices.settings import HookSettings
+from .grad_guard import AccumulatedGradGuard
 from .lowerings.base import CompileFlags
 from .lowerings import gemv_table
 from .lowerings.gemv_table import GemvKernel, choose_from_table
@@ -63,16 +64,18 @@ RECOMMENDED_OPTIONS: dict[str, Any] = {
 
 
 def recommended_settings(model: str | os.PathLike | None = None, decide_gap: float = DECIDE_MIN_GAP,
-                         fallback: str = "aten", tune: int | None = None) -> HookSettings:
+                         fallback: str = "aten", tune: int | None = None,
+                         allow_similar_gpu: bool = True) -> HookSettings:
     """The hook settings ``predictor.compile`` installs: one choice per GEMM, decided by the model; with ``tune=K``
     the same decision, then the decided kind's top K for Inductor's own benchmark to pick from: cuBLAS alone where
     the model chose cuBLAS, its K best Triton kernels where it chose Triton (``policy.tuned_choices``)."""
     model = None if model is None else str(model)
     if tune is not None:
         return HookSettings(model=model, top_k=tune, keep_aten=False, margin=None, aten_alone_below_us=None,
-                            policy="tune", decide_gap=decide_gap, fallback=fallback)
+                            policy="tune", decide_gap=decide_gap, fallback=fallback,
+                            allow_similar_gpu=allow_similar_gpu)
     return HookSettings(model=model, top_k=1, keep_aten=False, margin=None, aten_alone_below_us=None,
-                        policy="decide", decide_gap=decide_gap, fallback=fallback)
+                        policy="decide", decide_gap=decide_gap, fallback=fallback, allow_similar_gpu=allow_similar_gpu)
 
 
 CUDAGRAPHS = (True, "training", False)
@@ -215,7 +218,7 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
             decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten", tune: int | None = None,
             options: dict[str, Any] | None = None, size_ranges: bool = False, patchify: bool = True,
             pad_k: bool = True, record: bool = True, label_store: str | os.PathLike | None = None,
-            **torch_compile_kwargs: Any) -> Any:
+            allow_similar_gpu: bool = True, **torch_compile_kwargs: Any) -> Any:
     """``torch.compile(model)`` with gemm-predictor choosing every GEMM's kernel; compile time at plain's level.
 
     ``cudagraphs``: CUDA graph trees (``triton.cudagraphs``, what ``mode="reduce-overhead"`` turns on): ``True``
@@ -243,6 +246,9 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
     Triton run aligned kernels (``runtime.pad_k``); False multiplies them as they are.
     ``record``: under ``tune``, each benchmark Inductor runs becomes labelled rows in the label store ``label_store``
     (default: this GPU's under ``~/.cache/gemm-predictor/labels``), which ``gemm-predictor refit`` folds (docs/LEARN.md).
+    ``allow_similar_gpu``: where this GPU has no model or per-GPU table of its own (GEMV blocks, few rows, grouped
+    GEMMs), use one made on another GPU of the same architecture, said in one line (``predictor.stats()["tables"]``
+    names each file); False reads nothing made on another GPU, and what has no table keeps plain's choice.
     ``options``: extra Inductor options, applied over the recommended ones. Anything else goes to ``torch.compile``
     (``dynamic``, ``fullgraph``; the backend is Inductor's, ``backend=`` is refused).
 
@@ -264,10 +270,12 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
                              "pass dynamic=True")
         log.warning("gemm-predictor: size_ranges=True acts on GEMMs whose M is symbolic: pass dynamic=True (without "
                     "it only graphs that Dynamo recompiles as dynamic after a size change get ranges)")
-    for name, flag in (("size_ranges", size_ranges), ("patchify", patchify), ("pad_k", pad_k), ("record", record)):
+    for name, flag in (("size_ranges", size_ranges), ("patchify", patchify), ("pad_k", pad_k), ("record", record),
+                       ("allow_similar_gpu", allow_similar_gpu)):
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be True or False, got {flag!r}")
-    merged, cudagraphs, pruner = prepare(cudagraphs, predictor_model, decide_gap, fallback, tune, options)
+    merged, cudagraphs, pruner = prepare(cudagraphs, predictor_model, decide_gap, fallback, tune, options,
+                                         allow_similar_gpu=allow_similar_gpu)
     from .choices import feedback  # learning from use: the tuned mode's benchmarks become labels
 
     feedback.attach(pruner, record, label_store)
@@ -277,8 +285,8 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
 
 def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
             decide_gap: float = DECIDE_MIN_GAP, fallback: str = "aten", tune: int | None = None,
-            options: dict[str, Any] | None = None,
-            where: str = "predictor.compile(options=...)") -> tuple[dict[str, Any], bool | str, GemmPruner]:
+            options: dict[str, Any] | None = None, where: str = "predictor.compile(options=...)",
+            allow_similar_gpu: bool = True) -> tuple[dict[str, Any], bool | str, GemmPruner]:
     """Check ``predictor.compile``'s arguments (one-line ValueError), install the hook they ask for process-wide (in
     place of an earlier compile's) and return the Inductor options, CUDA-graph setting and pruner to compile with."""
     if cudagraphs not in CUDAGRAPHS:
@@ -294,7 +302,9 @@ def prepare(cudagraphs: bool | str = True, predictor_model: str | os.PathLike | 
         # predictor.uninstall() took the compiles' hook out: later compiles start afresh (new counters, the model
         # read again), while every object compiled before keeps its own pruner
         _PRUNERS.clear()
-    pruner = pruner_for(recommended_settings(predictor_model, decide_gap, fallback, tune))
+    if not isinstance(allow_similar_gpu, bool):
+        raise ValueError(f"allow_similar_gpu must be True or False, got {allow_similar_gpu!r}")
+    pruner = pruner_for(recommended_settings(predictor_model, decide_gap, fallback, tune, allow_similar_gpu))
     installed.push(pruner, SEARCH_SPACE[pruner.settings.space], by_compile=True)
     return merged, cudagraphs, pruner
 
@@ -318,40 +328,6 @@ def compile_without_hook(model: Any, options: dict[str, Any], cudagraphs: bool |
     backend = _inductor_backend(options, cudagraphs, guard_gradients, by_size_range, patchify, pad_k, pruner)
     compiled = torch.compile(model, backend=backend, **torch_compile_kwargs)
     return compiled
-
-
-_OWNED = "_gemm_predictor_owned_grad"
-
-
-class AccumulatedGradGuard:
-    """Forward pre-hook: before a forward with grad on, move every gradient autograd took over from a backward's
-    output into memory of its own (once per accumulation; later backwards add into it in place), so that the
-    forward's CUDA graph replay cannot overwrite a gradient still being accumulated.
-
-    Per call it reads every parameter's ``.grad`` from a list taken once, at the first call (walking
-    ``module.parameters()`` would cost ~0.7 ms per call for 300 parameters; the list, tens of us). Every
-    parameter is in it, frozen ones too (one unfrozen later is guarded), and none stands for the others: the
-    first one may get no gradient (unused, frozen) while the rest accumulate. A parameter added to the module
-    after the first call is not guarded."""
-
-    def __init__(self) -> None:
-        self.params: list | None = None
-
-    def __call__(self, module: Any, _args: Any) -> None:
-        import torch
-
-        if not torch.is_grad_enabled():
-            return
-        if self.params is None:
-            self.params = list(module.parameters())
-        if not any([p.grad is not None for p in self.params]):
-            return
-        for param in self.params:
-            grad = param.grad
-            if grad is not None and not getattr(grad, _OWNED, False):
-                owned = grad.clone()
-                setattr(owned, _OWNED, True)
-                param.grad = owned
 
 
 def _check_options(options: dict[str, Any], where: str = "predictor.compile(options=...)") -> None:
