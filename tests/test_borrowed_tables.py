@@ -147,3 +147,24 @@ def test_predictor_compile_passes_allow_similar_gpu_to_its_pruner_and_refuses_a_
             predictor.compile(torch.nn.Linear(4, 4), allow_similar_gpu="no")
     finally:
         predictor.uninstall()
+
+
+def test_without_allow_similar_no_model_of_another_gpu_is_found_for_any_region_or_the_hints():
+    """The ranker, every region model and the hint suggestion: an H200-like GPU never takes the H100's folders."""
+    import pytest
+
+    from predictor.artifacts.model_folder import read_metadata
+    from predictor.core.device import DeviceInfo
+    from predictor.core.regions import REGIONS
+    from predictor.core.problem import Problem
+    from predictor.runtime.choices.discovery import find_model
+    from predictor.runtime.dynamic.hints import suggest_hints
+
+    h100 = DeviceInfo.from_metadata(read_metadata(MODELS / "h100-default-lgbm"))
+    sibling = dataclasses.replace(h100, gpu="NVIDIA H100 NVL-like sibling")
+    for region in (None, *REGIONS):
+        assert find_model(sibling, region=region, roots=[MODELS]) is None, region
+    assert find_model(sibling, roots=[MODELS], allow_similar=True) is not None
+    with pytest.raises(FileNotFoundError, match="sibling"):
+        suggest_hints([Problem(m=64, n=4096, k=4096, dtype="bfloat16", op="mm")], device=sibling,
+                      allow_similar_gpu=False)

@@ -18,7 +18,8 @@ __all__ = ["FIXED_HINTS", "HINT_GRID", "MAX_HINTS", "MIN_GAIN", "suggest_hints"]
 
 def suggest_hints(gemms: Sequence[Problem], model: str | None = None, device: DeviceInfo | None = None,
                   grid: Sequence[int] = HINT_GRID, runtime: tuple[int, int] = (1, 16384),
-                  max_hints: int = MAX_HINTS, min_gain: float = MIN_GAIN, load: Any = None) -> list[int]:
+                  max_hints: int = MAX_HINTS, min_gain: float = MIN_GAIN, load: Any = None,
+                  allow_similar_gpu: bool = True) -> list[int]:
     """``config.multi_kernel_hints`` for a program whose dynamic-M GEMMs are ``gemms`` (their M is ignored):
     the union of each GEMM's predicted hints over ``runtime``.
 
@@ -27,7 +28,8 @@ def suggest_hints(gemms: Sequence[Problem], model: str | None = None, device: De
     Inductor's own candidates at M = hint (``predictor.spaces``). ``model``: a model folder (default: the
     shipped one for ``device``, itself defaulting to this GPU). ``load``: how the folder is read (default
     ``model_check.load_text_model``, a LightGBM model as the hook scores it; ``model_folder.load_runtime_model``
-    also takes the other rankers)."""
+    also takes the other rankers). ``allow_similar_gpu``: without a model for ``device``, one made for another GPU
+    of its architecture (False: none, and an error naming the GPU)."""
     from dataclasses import replace
 
     import pandas as pd
@@ -39,7 +41,7 @@ def suggest_hints(gemms: Sequence[Problem], model: str | None = None, device: De
     device = device or _this_gpu()
     if device is None:
         raise RuntimeError("suggest_hints needs the GPU to rank for: no CUDA device, pass device=")
-    folder = model or find_model(device, allow_similar=True)
+    folder = model or find_model(device, allow_similar=allow_similar_gpu)
     if folder is None:
         raise FileNotFoundError(f"no model for {device.gpu} (cc {device.cc}); pass model=")
     ranker, meta = (load or load_text_model)(Path(folder), None)
