@@ -26,8 +26,6 @@ import dataclasses
 import itertools
 import json
 import logging
-import os
-import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -48,8 +46,7 @@ class TableKind:
     labels: str  # <parts>/<labels>
     share: float
     interleave_by: str  # problems taken round-robin by this field, so a cut collection covers each value
-    collector: str  # module with corpus(), measure(), KIND
-    label_kind: str  # the labels file's metadata "kind" (the collector's KIND)
+    collector: str  # module with labelling(), KIND (the labels file's metadata "kind") and ATEN_KEY
     fit: Callable[[str, str], str]  # (labels file, table file) -> report
 
 
@@ -72,12 +69,10 @@ def _fit_grouped(labels: str, out: str) -> str:
 
 
 TABLES: dict[str, TableKind] = {t.name: t for t in (
-    TableKind("gemv-blocks", "gemv-blocks", "gemv_blocks.parquet", 0.3, "form", "collectors.gemv_blocks",
-              "gemv_block_labels", _fit_gemv),
-    TableKind("few-rows", "few-rows", "few_rows.parquet", 0.15, "family_tag", "collectors.few_rows",
-              "few_rows_labels", _fit_few_rows),
+    TableKind("gemv-blocks", "gemv-blocks", "gemv_blocks.parquet", 0.3, "form", "collectors.gemv_blocks", _fit_gemv),
+    TableKind("few-rows", "few-rows", "few_rows.parquet", 0.15, "family_tag", "collectors.few_rows", _fit_few_rows),
     TableKind("grouped-mm", "grouped-mm", "grouped_mm.parquet", 0.15, "family_tag", "collectors.grouped_mm",
-              "grouped_mm_labels", _fit_grouped),
+              _fit_grouped),
 )}
 RANKER_SHARE = 0.4
 KINDS = (*TABLES, RANKER)
@@ -110,11 +105,6 @@ def interleaved(problems: list[dict[str, Any]], key: str) -> list[dict[str, Any]
     return [p for batch in itertools.zip_longest(*groups.values()) for p in batch if p is not None]
 
 
-def gpu_slug(gpu_name: str) -> str:
-    """The file stem the runtime matches a GPU's name against (``predictor.artifacts.roots.table_path``)."""
-    return re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
-
-
 class TableLedger:
     """Seconds spent collecting each table kind over all runs of one ``--parts`` folder (plain JSON, replaced
     atomically after every kind)."""
@@ -131,11 +121,11 @@ class TableLedger:
                 raise ValueError(f"{self.path}: unreadable table ledger ({exc})") from None
 
     def add(self, kind: str, seconds: float) -> None:
+        from predictor.artifacts.atomic import write_text
+
         self.spent[kind] = round(self.spent.get(kind, 0.0) + seconds, 3)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"spent_s": self.spent}, indent=1))
-        os.replace(tmp, self.path)
+        write_text(self.path, json.dumps({"spent_s": self.spent}, indent=1))
 
 
 def collect_tables(kinds: Sequence[str], parts: Path, minutes: float,
@@ -168,33 +158,19 @@ def collect_on_gpu(kind: TableKind, labels: Path, seconds: float) -> int:
     """Run ``kind``'s collector on this GPU for at most ``seconds`` (resuming ``labels``), the corpus interleaved."""
     import importlib
 
-    import torch._inductor.config as inductor_config
-
     from collectors.gemv import collect
-    from collectors.timing import cuda_flusher
 
     module = importlib.import_module(kind.collector)
-    problems = module.corpus()
-    if kind.name == "gemv-blocks":  # the reduction's op name (what the runtime keys a GEMV kernel by)
-        problems = [dict(p, op=module.problem_op(p)) for p in problems]
-    # every compile fresh, every config benchmarked: no kernel or autotune result reused from an earlier problem
-    inductor_config.force_disable_caches = True
-    inductor_config.autotune_local_cache = False
-
-    def measure_one(i: int, p: dict[str, Any]) -> list[dict[str, Any]]:
-        if kind.name == "grouped-mm":
-            return module.measure(p)
-        return module.measure(p, 20 if kind.name == "gemv-blocks" else 10, cuda_flusher())
-
-    aten = {"gemv-blocks": "aten/plain", "few-rows": "aten/mm", "grouped-mm": "aten"}[kind.name]
-    return collect(interleaved(problems, kind.interleave_by), measure_one, labels, kind.label_kind,
-                   kind.collector.split(".")[-1], aten, seconds=seconds)
+    problems, measure_one = module.labelling()
+    return collect(interleaved(problems, kind.interleave_by), measure_one, labels, module.KIND,
+                   kind.collector.split(".")[-1], module.ATEN_KEY, seconds=seconds)
 
 
 def fit_tables(kinds: Sequence[str], parts: Path, root: Path) -> dict[str, str]:
     """Fit every table kind of ``kinds`` whose labels are in ``parts`` into ``root/<folder>/<gpu slug>.json``;
     returns kind -> the file written, or why none was (a fit that cannot be made is said, the others go on)."""
-    from predictor.offline.gemv_eval import read_labels
+    from predictor.artifacts.roots import gpu_slug
+    from predictor.artifacts.schema import file_metadata
 
     written: dict[str, str] = {}
     for name in (k for k in kinds if k != RANKER):
@@ -204,8 +180,7 @@ def fit_tables(kinds: Sequence[str], parts: Path, root: Path) -> dict[str, str]:
             written[name] = f"not fitted: no labels ({labels})"
             continue
         try:
-            frame = read_labels(str(labels), kind.label_kind)
-            out = root / kind.folder / f"{gpu_slug(str(frame.attrs['metadata'].get('gpu') or ''))}.json"
+            out = root / kind.folder / f"{gpu_slug(str(file_metadata(labels).get('gpu') or ''))}.json"
             out.parent.mkdir(parents=True, exist_ok=True)
             kind.fit(str(labels), str(out))
             written[name] = str(out)

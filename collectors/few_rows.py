@@ -87,6 +87,16 @@ def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
     return out
 
 
+ATEN_KEY = "aten/mm"
+
+
+def labelling(reps: int = 10) -> tuple[list[dict[str, Any]], Callable[[int, dict[str, Any]], list[dict[str, Any]]]]:
+    """(problems, measure_one) as ``collectors.gemv.collect`` takes them (this command's and ``calibrate``'s)."""
+    from collectors.timing import cuda_flusher
+
+    return corpus(), lambda i, p: measure(p, reps, cuda_flusher())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m collectors.few_rows", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="parquet file (resumed when it exists)")
@@ -94,13 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="stop after this many new problems")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    def measure_one(i: int, p: dict[str, Any]) -> list[dict[str, Any]]:
-        from collectors.timing import cuda_flusher
-
-        return measure(p, args.reps, cuda_flusher())
-
-    return collect(corpus(), measure_one, args.out, KIND, "few_rows", "aten/mm", args.limit)
+    problems, measure_one = labelling(args.reps)
+    return collect(problems, measure_one, args.out, KIND, "few_rows", ATEN_KEY, args.limit)
 
 
 if __name__ == "__main__":

@@ -274,6 +274,23 @@ def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
     return rows
 
 
+ATEN_KEY = "aten/plain"
+
+
+def labelling(reps: int = 20) -> tuple[list[dict[str, Any]], Callable[[int, dict[str, Any]], list[dict[str, Any]]]]:
+    """(problems, measure_one) as ``collectors.gemv.collect`` takes them, with Inductor's caches off: every compile
+    fresh, every config benchmarked, no kernel or autotune result reused from an earlier problem. Shared by this
+    module's command and ``gemm-predictor calibrate``."""
+    import torch._inductor.config as inductor_config
+
+    from collectors.timing import cuda_flusher
+
+    inductor_config.force_disable_caches = True
+    inductor_config.autotune_local_cache = False
+    problems = [dict(p, op=problem_op(p)) for p in corpus()]
+    return problems, lambda i, p: measure(p, reps, cuda_flusher())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m collectors.gemv_blocks", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="parquet file (resumed when it exists)")
@@ -281,19 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=20, help="timed runs per candidate")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    problems = [dict(p, op=problem_op(p)) for p in corpus()]
-    import torch._inductor.config as inductor_config
-
-    # every compile fresh, every config benchmarked: no kernel or autotune result reused from an earlier problem
-    inductor_config.force_disable_caches = True
-    inductor_config.autotune_local_cache = False
-
-    def measure_one(i: int, p: dict[str, Any]) -> list[dict[str, Any]]:
-        from collectors.timing import cuda_flusher
-
-        return measure(p, args.reps, cuda_flusher())
-
-    return collect(problems, measure_one, args.out, KIND, "gemv_blocks", "aten/plain", args.limit)
+    problems, measure_one = labelling(args.reps)
+    return collect(problems, measure_one, args.out, KIND, "gemv_blocks", ATEN_KEY, args.limit)
 
 
 if __name__ == "__main__":

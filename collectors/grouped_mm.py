@@ -21,7 +21,7 @@ import logging
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -105,6 +105,15 @@ def measure(p: dict[str, Any]) -> list[dict[str, Any]]:
     return timings
 
 
+ATEN_KEY = "aten"
+
+
+def labelling(reps: int | None = None) -> tuple[list[dict[str, Any]], Callable[[int, dict[str, Any]], list[dict[str, Any]]]]:
+    """(problems, measure_one) as ``collectors.gemv.collect`` takes them (this command's and ``calibrate``'s).
+    ``reps`` is not used: the times are Inductor's own benchmark's."""
+    return corpus(), lambda i, p: measure(p)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m collectors.grouped_mm", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="parquet file (resumed when it exists)")
@@ -112,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     from collectors.gemv import collect
 
-    return collect(corpus(), lambda i, p: measure(p), args.out, KIND, "grouped_mm", "aten")
+    problems, measure_one = labelling()
+    return collect(problems, measure_one, args.out, KIND, "grouped_mm", ATEN_KEY)
 
 
 if __name__ == "__main__":

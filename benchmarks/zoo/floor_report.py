@@ -38,6 +38,6 @@ def floor_lines(runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
             continue
         cells = [f"{census['groups'][g]['us'] / layers:.1f} ({census['groups'][g]['count'] / layers:.1f})"
                  for g, _ in GROUPS]
-        lines.append(f"| `{mode}` | {step:.3f} | {r.get('floor_ms', first['floor_ms']) / step:.0%} | "
+        lines.append(f"| `{mode}` | {step:.3f} | {(r.get('floor_ms') or first['floor_ms']) / step:.0%} | "
                      f"{census['kernels'] / layers:.1f} | " + " | ".join(cells) + " |")
     return lines

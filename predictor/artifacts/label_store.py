@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import roots
 from .cache_dir import folder_in_cache
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,9 @@ _PART_NAME = re.compile(r"labels-[A-Za-z0-9_.-]+\.parquet")
 
 
 def gpu_slug(gpu: str) -> str:
-    """``NVIDIA H200`` -> ``nvidia-h200`` (as the per-GPU tables are named)."""
-    return re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") or "unknown-gpu"
+    """``NVIDIA H200`` -> ``nvidia-h200``, a store's folder name (``roots.gpu_slug``, as the per-GPU tables are
+    named)."""
+    return roots.gpu_slug(gpu) or "unknown-gpu"
 
 
 def labels_root() -> Path:

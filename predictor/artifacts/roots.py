@@ -7,6 +7,7 @@ The shipped models are the checkout's top-level ``models/`` folder; a wheel carr
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from typing import Any
 
 from .reading import TABLE_BYTES, InputError, read_json
 
+log = logging.getLogger(__name__)
 MODELS_ENV = "GEMM_PREDICTOR_MODELS"  # extra model roots (os.pathsep-separated), searched first
 
 
@@ -39,13 +41,19 @@ def shipped_roots() -> list[Path]:
     return [checkout / "models"] if (checkout / "pyproject.toml").is_file() else []
 
 
+def gpu_slug(gpu_name: str) -> str:
+    """``NVIDIA H100 80GB HBM3`` -> ``nvidia-h100-80gb-hbm3``: how per-GPU files and folders are named (a table
+    named for a prefix of the slug, ``nvidia-h100.json``, serves every GPU whose slug starts with it)."""
+    return re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
+
+
 def table_path(gpu_name: str, roots: Sequence[Path], capability: str | None = None, *, folder: str,
                skip: Path | None = None) -> Path | None:
     """``<root>/<folder>/<gpu slug>.json`` for the first root that has one (a per-GPU table: ``gemv-blocks``,
     ``few-rows``); else, given ``capability``
     ("9.0"), a table made on another GPU of that architecture (an H100 takes the H200's: the same SM, the blocks
     that win are bandwidth-bound alike). ``skip``: a table not to return (to find a sibling of it)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
+    slug = gpu_slug(gpu_name)
     tables = [t for root in roots for t in sorted((Path(root) / folder).glob("*.json")) if t != skip]
     for candidate in tables if slug else ():
         if slug.startswith(candidate.stem):  # "nvidia-h100-80gb-hbm3" uses nvidia-h100.json
@@ -62,7 +70,7 @@ def table_path(gpu_name: str, roots: Sequence[Path], capability: str | None = No
 def made_for(path: Path, gpu_name: str) -> bool:
     """Whether the per-GPU table ``path`` is this GPU's own (``table_path``'s name match), not one borrowed from
     another GPU of the same architecture."""
-    slug = re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
+    slug = gpu_slug(gpu_name)
     return bool(slug) and slug.startswith(path.stem)
 
 
@@ -82,17 +90,24 @@ def for_this_gpu(table: Any, empty: Any, allow_similar: bool = True) -> Any:
 _DECIDED: dict[tuple[str, bool], str] = {}
 
 
-def note_table(folder: str, capability: str, path: Path | None, gpu_name: str) -> str:
-    """Record (and return) which file a table reader took for ``folder``: this GPU's own, one borrowed from another
-    GPU of the same architecture, or none (plain's choices). ``capability`` "" means borrowing was not allowed."""
+def note_table(folder: str, capability: str, path: Path | None, gpu_name: str, what: str, serves: str,
+               plain: str) -> None:
+    """Record which file a table reader took for ``folder`` (this GPU's own, one borrowed from another GPU of the
+    same architecture, or none: plain's choices) and say a borrowed or missing one in one line. ``what`` names the
+    table, ``serves`` the GEMMs it decides, ``plain`` what they keep without it; ``capability`` "" means borrowing
+    was not allowed. A reader calls this once per process and setting (its table is cached)."""
     if path is None:
         text = "none (plain torch.compile's choices)"
+        log.warning("gemm-predictor: no %s table for %s%s; %s keep plain torch.compile's %s (gemm-predictor "
+                    "calibrate --only %s makes one)", what, gpu_name,
+                    "" if capability else " (allow_similar_gpu=False: no other GPU's)", serves, plain, folder)
     elif made_for(path, gpu_name):
         text = f"{path} (this GPU's)"
     else:
         text = f"{path} (borrowed from another GPU of cc {capability}: allow_similar_gpu)"
+        log.warning("gemm-predictor: no %s table for %s; %s use %s, made on another GPU of its architecture "
+                    "(allow_similar_gpu=False refuses)", what, gpu_name, serves, path)
     _DECIDED[(folder, bool(capability))] = text
-    return text
 
 
 def tables_decided(allow_similar: bool) -> dict[str, str]:

@@ -210,8 +210,11 @@ def gemv_top(settings: HookSettings | None = None) -> int:
 
 
 def gemv_choice() -> Callable[[GemvKernel], Any]:
-    """How this compile's GEMV kernels get their blocks (``gemv_top`` of this GPU's table)."""
-    return functools.partial(choose_from_table, rows=gemv_table.table_for_this_gpu(), top=gemv_top())
+    """How this compile's GEMV kernels get their blocks (``gemv_top`` of this GPU's table, read as the installed
+    hook's ``allow_similar_gpu`` says)."""
+    settings = installed._STACK[-1].pruner.settings if installed._STACK else None
+    rows = gemv_table.table_for_this_gpu(settings is None or settings.allow_similar_gpu)
+    return functools.partial(choose_from_table, rows=rows, top=gemv_top(settings))
 
 
 def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str | os.PathLike | None = None,
@@ -270,8 +273,7 @@ def compile(model: Any, *, cudagraphs: bool | str = True, predictor_model: str |
                              "pass dynamic=True")
         log.warning("gemm-predictor: size_ranges=True acts on GEMMs whose M is symbolic: pass dynamic=True (without "
                     "it only graphs that Dynamo recompiles as dynamic after a size change get ranges)")
-    for name, flag in (("size_ranges", size_ranges), ("patchify", patchify), ("pad_k", pad_k), ("record", record),
-                       ("allow_similar_gpu", allow_similar_gpu)):
+    for name, flag in (("size_ranges", size_ranges), ("patchify", patchify), ("pad_k", pad_k), ("record", record)):
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be True or False, got {flag!r}")
     merged, cudagraphs, pruner = prepare(cudagraphs, predictor_model, decide_gap, fallback, tune, options,

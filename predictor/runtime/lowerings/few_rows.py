@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...artifacts.reading import InputError, check_positive, parse_json, read_table_bytes
-from ...artifacts.roots import for_this_gpu, made_for, note_table, table_path
+from ...artifacts.roots import for_this_gpu, note_table, table_path
 from ..compile_state import pow2_ceil, static_int
 from .tables import added_entries, decomposition_tables
 
@@ -154,20 +154,14 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
     """(problems, digest) of this GPU's table (or one of its architecture: the H200 takes the H100's, the kernel
     being bandwidth-bound on the same SM), read once per process; none (cuBLAS everywhere) without one."""
     path = table_path(gpu_name, [Path(r) for r in roots], capability, folder=TABLE_FOLDER)
-    note_table(TABLE_FOLDER, capability, path, gpu_name)
-    if path is None:  # said once: the table is looked up once per process and setting
-        log.warning("gemm-predictor: no few-rows table for %s%s; GEMMs of 2-%d rows keep plain torch.compile's "
-                    "cuBLAS (gemm-predictor calibrate --only few-rows makes one)", gpu_name,
-                    "" if capability else " (allow_similar_gpu=False: no other GPU's)", ROWS)
+    note_table(TABLE_FOLDER, capability, path, gpu_name, "few-rows", f"GEMMs of 2-{ROWS} rows", "cuBLAS")
+    if path is None:
         return (), None
     try:
         problems, data = _read_table(path)
     except ValueError as exc:
         log.warning("gemm-predictor: %s; GEMMs of a few rows keep cuBLAS", exc)
         return (), None
-    if not made_for(path, gpu_name):  # said once: the table is read once per process
-        log.warning("gemm-predictor: no few-rows table for %s; GEMMs of 2-%d rows use %s, made on another GPU of "
-                    "its architecture (allow_similar_gpu=False refuses; collect its own: docs/DYNAMIC.md)", gpu_name, ROWS, path)
     rule = (f"whole K blocks;rows={ROWS};gain={MIN_GAIN};worst={MIN_WORST};distance={MAX_DISTANCE};"
             f"neighbours={NEIGHBOURS}").encode()
     return tuple(problems), hashlib.sha256(data + rule).hexdigest()[:16]

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...artifacts.reading import InputError, check_positive, parse_json, read_table_bytes
-from ...artifacts.roots import for_this_gpu, made_for, note_table, table_path
+from ...artifacts.roots import for_this_gpu, note_table, table_path
 from ..compile_state import pow2_ceil
 
 log = logging.getLogger(__name__)
@@ -263,11 +263,8 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
 
     folders = [Path(r) for r in roots]
     path = table_path(gpu_name, folders, capability, folder=TABLE_FOLDER)
-    note_table(TABLE_FOLDER, capability, path, gpu_name)
-    if path is None:  # said once: the table is looked up once per process and setting
-        log.warning("gemm-predictor: no GEMV block table for %s%s; batch-1 GEMVs keep plain torch.compile's cuBLAS "
-                    "(gemm-predictor calibrate --only gemv-blocks makes one)", gpu_name,
-                    "" if capability else " (allow_similar_gpu=False: no other GPU's)")
+    note_table(TABLE_FOLDER, capability, path, gpu_name, "GEMV block", "batch-1 GEMVs", "cuBLAS")
+    if path is None:
         return (), None
     sibling = table_path("", folders, capability, folder=TABLE_FOLDER, skip=path)
     files = [path] if sibling is None else [path, sibling]
@@ -282,9 +279,6 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[tupl
     others = [rows for rows, _ in others]
     rows = with_borrowed_forms(own, others)
     borrowed = sorted({f"{r.get('form', 'plain')}{' (K <= 1024)' if form_of(r)[3] else ''}" for r in rows[len(own):]})
-    if not made_for(path, gpu_name):  # said once each: the table is read once per process
-        log.warning("gemm-predictor: no GEMV block table for %s; batch-1 GEMVs use %s, made on another GPU of its "
-                    "architecture (allow_similar_gpu=False refuses)", gpu_name, path)
     if borrowed:
         log.warning("gemm-predictor: %s has no labels of the GEMV forms %s; their blocks come from %s",
                     path.name, ", ".join(borrowed), sibling)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...artifacts.reading import InputError, check_positive, parse_json, read_table_bytes
-from ...artifacts.roots import for_this_gpu, made_for, note_table, table_path
+from ...artifacts.roots import for_this_gpu, note_table, table_path
 from .tables import wrapped_entries
 
 log = logging.getLogger(__name__)
@@ -96,11 +96,8 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[Grou
     """(rule, digest) of this GPU's table (or, given ``capability``, one of its architecture), read once per process
     and setting; (None, None) without one: every grouped GEMM lowers as plain lowers it (aten's)."""
     path = table_path(gpu_name, [Path(r) for r in roots], capability, folder=TABLE_FOLDER)
-    note_table(TABLE_FOLDER, capability, path, gpu_name)
+    note_table(TABLE_FOLDER, capability, path, gpu_name, "grouped-GEMM", "grouped GEMMs", "aten kernel")
     if path is None:
-        log.warning("gemm-predictor: no grouped-GEMM table for %s%s; grouped GEMMs keep plain torch.compile's aten "
-                    "kernel (gemm-predictor calibrate --only grouped-mm makes one)", gpu_name,
-                    "" if capability else " (allow_similar_gpu=False: no other GPU's)")
         return None, None
     try:
         data = read_table_bytes(path, "grouped-GEMM table")
@@ -108,9 +105,6 @@ def _table(gpu_name: str, capability: str, roots: tuple[str, ...]) -> tuple[Grou
     except ValueError as exc:
         log.warning("gemm-predictor: %s; grouped GEMMs keep plain torch.compile's aten kernel", exc)
         return None, None
-    if not made_for(path, gpu_name):
-        log.warning("gemm-predictor: no grouped-GEMM table for %s; grouped GEMMs use %s, made on another GPU of its "
-                    "architecture (allow_similar_gpu=False refuses)", gpu_name, path)
     return rule, hashlib.sha256(data).hexdigest()[:16]
 
 
