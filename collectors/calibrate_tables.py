@@ -127,12 +127,25 @@ class TableLedger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_text(self.path, json.dumps({"spent_s": self.spent}, indent=1))
 
+    def ticker(self, kind: str) -> Callable[[], None]:
+        """A callable that adds to ``kind`` the seconds since it was made or last called."""
+        last = [time.perf_counter()]
+
+        def tick() -> None:
+            now = time.perf_counter()
+            self.add(kind, now - last[0])
+            last[0] = now
+
+        return tick
+
 
 def collect_tables(kinds: Sequence[str], parts: Path, minutes: float,
-                   collect_one: Callable[[TableKind, Path, float], int] | None = None) -> dict[str, Any]:
+                   collect_one: Callable[[TableKind, Path, float, Callable[[], None]], int] | None = None
+                   ) -> dict[str, Any]:
     """Collect every table kind of ``kinds`` within its share of ``minutes`` (less what earlier runs spent; the
     ranker, if among ``kinds``, keeps its share for later); returns per kind the seconds spent. ``collect_one(kind,
-    labels file, seconds)`` runs one collector (default: on this GPU)."""
+    labels file, seconds, tick)`` runs one collector (default: on this GPU) and calls ``tick()`` after each problem
+    it keeps, so the ledger holds the time spent even when the run is killed mid-kind."""
     collect_one = collect_one or collect_on_gpu
     ledger = TableLedger(parts)
     split = shares(kinds)
@@ -146,16 +159,18 @@ def collect_tables(kinds: Sequence[str], parts: Path, minutes: float,
             report[name] = {"spent_s": ledger.spent.get(name, 0.0), "skipped": "its share is spent"}
             continue
         started = time.perf_counter()
-        status = collect_one(kind, parts / kind.labels, left)
+        tick = ledger.ticker(name)
+        status = collect_one(kind, parts / kind.labels, left, tick)
+        tick()
         spent = time.perf_counter() - started
-        ledger.add(name, spent)
         carried = max(0.0, left - spent)
         report[name] = {"spent_s": round(spent, 1), "status": status, "labels": str(parts / kind.labels)}
     return report
 
 
-def collect_on_gpu(kind: TableKind, labels: Path, seconds: float) -> int:
-    """Run ``kind``'s collector on this GPU for at most ``seconds`` (resuming ``labels``), the corpus interleaved."""
+def collect_on_gpu(kind: TableKind, labels: Path, seconds: float, tick: Callable[[], None]) -> int:
+    """Run ``kind``'s collector on this GPU for at most ``seconds`` (resuming ``labels``), the corpus interleaved;
+    ``tick()`` after each problem written."""
     import importlib
 
     from collectors.gemv import collect
@@ -163,7 +178,7 @@ def collect_on_gpu(kind: TableKind, labels: Path, seconds: float) -> int:
     module = importlib.import_module(kind.collector)
     problems, measure_one = module.labelling()
     return collect(interleaved(problems, kind.interleave_by), measure_one, labels, module.KIND,
-                   kind.collector.split(".")[-1], module.ATEN_KEY, seconds=seconds)
+                   kind.collector.split(".")[-1], module.ATEN_KEY, seconds=seconds, after_each=tick)
 
 
 def fit_tables(kinds: Sequence[str], parts: Path, root: Path) -> dict[str, str]:

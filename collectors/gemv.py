@@ -163,11 +163,12 @@ def resume_mismatch(done: pd.DataFrame, env: dict[str, Any]) -> str | None:
 
 def collect(problems: list[dict[str, Any]], measure_one: Callable[[int, dict[str, Any]], list[dict[str, Any]]],
             out: Path, kind: str, collector: str, aten_key: str, limit: int | None = None,
-            seconds: float | None = None) -> int:
+            seconds: float | None = None, after_each: Callable[[], None] | None = None) -> int:
     """Measure each problem not yet in ``out`` (``measure_one(index, problem)`` -> rows) and rewrite ``out`` after
     every one, so a run stopped at any point keeps what it measured; a problem that fails is recorded as such
     (status ``compile_error``) and the rest go on. ``seconds``: start no problem once this many have passed (a
-    calibration budget). Exit status 2 without a GPU."""
+    calibration budget); ``after_each()`` once each problem is written (a calibration's ledger). Exit status 2
+    without a GPU."""
     import torch
     from tqdm import tqdm
 
@@ -200,6 +201,8 @@ def collect(problems: list[dict[str, Any]], measure_one: Callable[[int, dict[str
         frames.append(pd.DataFrame([{**r, **env, "collector": collector, "schema_version": SCHEMA_VERSION}
                                     for r in rows]))
         write(pd.concat(frames, ignore_index=True), out, env, kind)
+        if after_each is not None:
+            after_each()
     return 0
 
 

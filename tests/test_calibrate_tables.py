@@ -44,7 +44,7 @@ def test_a_cut_collection_covers_every_form():
 def test_each_kind_gets_its_share_and_a_rerun_resumes_within_what_is_left(tmp_path):
     calls = []
 
-    def fake(kind, labels, seconds):
+    def fake(kind, labels, seconds, tick):
         calls.append((kind.name, round(seconds)))
         return 0
 
@@ -58,6 +58,20 @@ def test_each_kind_gets_its_share_and_a_rerun_resumes_within_what_is_left(tmp_pa
     calls.clear()
     report = ct.collect_tables(["gemv-blocks", "few-rows"], tmp_path, 10.0, collect_one=fake)
     assert report["gemv-blocks"]["skipped"] == "its share is spent" and [c[0] for c in calls] == ["few-rows"]
+
+
+def test_a_run_killed_mid_kind_keeps_the_seconds_of_the_problems_it_wrote(tmp_path, monkeypatch):
+    clock = iter(range(0, 10_000, 30))  # every reading of the clock is 30 s after the last
+    monkeypatch.setattr(ct.time, "perf_counter", lambda: float(next(clock)))
+
+    def killed(kind, labels, seconds, tick):
+        tick()
+        tick()  # two problems written, then the process dies before the kind ends
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ct.collect_tables(["gemv-blocks"], tmp_path, 10.0, collect_one=killed)
+    assert ct.TableLedger(tmp_path).spent == {"gemv-blocks": 60.0}
 
 
 def _parts_with_h100_labels(tmp_path: Path) -> Path:
