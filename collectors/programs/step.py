@@ -103,6 +103,22 @@ def errors(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
     return diff.abs().max().item(), (diff.norm() / ref.norm().clamp_min(1e-30)).item()
 
 
+# torch's own compile timers (``torch._dynamo.utils.compilation_time_metrics``, seconds summed over this process)
+# that split a compile into what a GEMM choice filter can change: lowering (where the hook's filter and lowerings
+# run), the scheduler's fusion and code generation, and Triton's compiles
+COMPILE_PHASES = ("bytecode_tracing", "create_aot_dispatcher_function", "_recursive_joint_graph_passes",
+                  "_recursive_post_grad_passes", "GraphLowering.run", "Scheduler.__init__", "Scheduler.codegen",
+                  "async_compile.wait", "PyCodeCache.load_by_key_path", "build_guards")
+
+
+def compile_phases() -> dict[str, float]:
+    """Seconds this process spent in each of ``COMPILE_PHASES`` so far (a phase torch does not time is left out)."""
+    from torch._dynamo.utils import compilation_time_metrics
+
+    return {name: round(sum(compilation_time_metrics[name]), 3) for name in COMPILE_PHASES
+            if compilation_time_metrics.get(name)}
+
+
 def autocast_of(zm: ZooModel, device: torch.device) -> Callable[[], Any]:
     """A context factory: autocast to the entry's AMP dtype, or nothing for entries without AMP."""
     return (lambda: torch.autocast(device.type, dtype=zm.amp_dtype)) if zm.amp_dtype else nullcontext
@@ -160,6 +176,7 @@ def measure(record: dict[str, Any], zm: ZooModel, mode: Any, repeats: int,
             step()
         sync(device)
     record["compile_s_total"] = time.perf_counter() - t0 - (lock_waited_s() - waited_before_warm_up)
+    record["compile_phases_s"] = compile_phases()
     log.info("compiled in %.1f s (%.1f s until warm)", record["compile_s"], record["compile_s_total"])
 
     if torch.isfinite(ref).all():
