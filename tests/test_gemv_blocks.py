@@ -267,6 +267,27 @@ def test_held_out_table_beats_cublas_and_inductors_default_blocks_on_the_shipped
     assert shipped == gemv_blocks_fit.table_rows(probs)
 
 
+def test_a_calibrations_cut_is_scored_against_the_full_table_on_the_full_labels():
+    from predictor.offline.gemv_eval import read_labels
+
+    full = gemv_blocks_fit.problems(read_labels(ROOT / "datasets/nvidia-h100/gemv_blocks.parquet", gemv_blocks_fit.KIND))
+    same = gemv_blocks_fit.compare(full, full)
+    assert (same["cut / full"] == 1.0).all() and same.index[-1] == f"all ({len(full)})"
+    # a cut without any short-K label chooses those GEMVs' blocks from long-K neighbours: it loses there
+    long_only = gemv_blocks_fit.compare(full[full["k"] > 1024], full).loc[f"all ({len(full)})"]
+    assert long_only["cut / full"] < 1.0 and long_only["full"] == same.loc[f"all ({len(full)})", "full"]
+    # the committed repeat: a second collection on the same GPU, cut by the calibration budget (9 minutes)
+    report = gemv_blocks_fit.run_compare(str(ROOT / "datasets/nvidia-h100/gemv_blocks_repeat.parquet"),
+                                         str(ROOT / "datasets/nvidia-h100/gemv_blocks.parquet"))
+    assert "(68 problems) against the table of" in report and "| all (138) |" in report
+
+
+def test_comparing_two_gpus_labels_is_refused():
+    with pytest.raises(ValueError, match="was measured on NVIDIA H200, .* on NVIDIA H100 80GB HBM3"):
+        gemv_blocks_fit.run_compare(str(ROOT / "datasets/nvidia-h200/gemv_blocks.parquet"),
+                                    str(ROOT / "datasets/nvidia-h100/gemv_blocks.parquet"))
+
+
 def test_silu_and_multiply_ahead_is_chosen_better_knowing_it_on_the_h100_labels():
     from predictor.offline.gemv_eval import read_labels
 

@@ -127,6 +127,42 @@ def evaluate(probs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out).T
 
 
+def compare(cut: pd.DataFrame, full: pd.DataFrame) -> pd.DataFrame:
+    """A table fitted from ``cut`` (a calibration's share of the corpus: another collection) against one fitted
+    from ``full``, both timed on ``full``'s labels: for each model group of ``full``, each table is built without
+    that group (in ``cut`` too) and scores the group's problems. oracle@1 per form and overall, and their ratio
+    (the cut table's speed as a share of the full one's)."""
+    records = []
+    for family, held in full.groupby("family_tag"):
+        tables = {"full": table_rows(full[full["family_tag"] != family]),
+                  "cut": table_rows(cut[cut["family_tag"] != family])}
+        for p in held.itertuples():
+            whole = p.form == "plain"
+            best = min(t for c, t in p.times.items() if whole or c.startswith("gemv/X"))
+            records.append({"form": p.form, **{name: best / _chosen_time(p, table) for name, table in tables.items()}})
+    scores = pd.DataFrame(records)
+
+    def geomean(frame: pd.DataFrame) -> pd.Series:
+        return np.exp(np.log(frame[["cut", "full"]]).mean())
+
+    out = pd.DataFrame({**{f"{form} ({len(g)})": geomean(g) for form, g in scores.groupby("form", sort=False)},
+                        f"all ({len(scores)})": geomean(scores)}).T
+    out["cut / full"] = out["cut"] / out["full"]
+    return out
+
+
+def run_compare(cut: str, full: str) -> str:
+    """The report of ``compare`` for two label files of one GPU (refused when their GPUs differ)."""
+    frames = {name: read_labels(path, KIND) for name, path in (("cut", cut), ("full", full))}
+    gpus = {name: f.attrs["metadata"].get("gpu") for name, f in frames.items()}
+    if gpus["cut"] != gpus["full"]:
+        raise ValueError(f"{cut} was measured on {gpus['cut']}, {full} on {gpus['full']}: compare one GPU's labels")
+    probs = {name: problems(f) for name, f in frames.items()}
+    return "\n".join([f"GEMV blocks on {gpus['full']}: the table of {cut} ({len(probs['cut'])} problems) against "
+                      f"the table of {full} ({len(probs['full'])}), each model held out, timed on the latter's labels",
+                      "", _markdown(compare(probs["cut"], probs["full"]))])
+
+
 def _markdown(scores: pd.DataFrame) -> str:
     head = ["problems", *scores.columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -54,10 +54,17 @@ def _add_gemv_fit(sub: argparse._SubParsersAction, add: AddCommand, model_argume
     p = add(sub, "gemv-fit", "GEMV block labels -> the runtime's block table and its held-out oracle@1")
     p.add_argument("dataset", help="GEMV block labels written by python -m collectors.gemv_blocks")
     p.add_argument("--out", help="write the table here (models/gemv-blocks/<gpu>.json)")
+    p.add_argument("--against", metavar="FULL_LABELS",
+                   help="instead: score the table of DATASET (a calibration's cut) against the table of these labels "
+                        "of the same GPU, both timed on FULL_LABELS, each model held out")
 
     def run(args: argparse.Namespace) -> str:
-        from .gemv_blocks_fit import run as fit
+        from .gemv_blocks_fit import run as fit, run_compare
 
+        if args.against:
+            if args.out:
+                raise ValueError("--against compares two tables and writes none: leave out --out")
+            return run_compare(args.dataset, args.against)
         return fit(args.dataset, args.out)
 
     p.set_defaults(func=run)
