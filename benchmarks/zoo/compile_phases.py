@@ -30,7 +30,8 @@ def phase_table(records: list[dict[str, Any]], mode: str, base: str = "plain") -
                   runs[m, base].get("compile_phases_s", {}).get(k, 0.0)
                   for k in {*runs[m, mode].get("compile_phases_s", {}), *runs[m, base].get("compile_phases_s", {})}}
               for m in models}
-    phases = sorted({k for d in deltas.values() for k, v in d.items() if abs(v) >= SHOWN_S})
+    moved = {k: max(abs(d.get(k, 0.0)) for d in deltas.values()) for d in deltas.values() for k in d}
+    phases = sorted((k for k, v in moved.items() if v >= SHOWN_S), key=lambda k: (-moved[k], k))  # largest first
     lines = [f"| model | `{base}` compile s | `{mode}` compile s | ratio | " +
              " | ".join(f"Δ {p} s" for p in phases) + " |", "|---|---|---|---|" + "---|" * len(phases)]
     ratios = []
