@@ -38,3 +38,13 @@ def test_no_model_in_both_modes_is_an_error(tmp_path, capsys):
     assert main([str(path), "--mode", "coordinate-descent"]) == 2
     assert "compile_phases: error:" in capsys.readouterr().err
     assert main([str(path)]) == 0 and "| a | 10.0 | 12.0 | 1.20x |" in capsys.readouterr().out
+
+
+def test_the_zoo_report_holds_the_phase_table_where_records_carry_phases():
+    from benchmarks.zoo.report import markdown, summarize
+
+    records = [{**r, "kind": "infer", "step_ms": 1.0, "correct": True} for r in RECORDS]
+    text = markdown(records, summarize(records), [])
+    assert "## Where `hook`'s compile goes beyond plain's" in text and "| a | 10.0 | 12.0 | 1.20x |" in text
+    bare = [{k: v for k, v in r.items() if k != "compile_phases_s"} for r in records]
+    assert "compile goes beyond" not in markdown(bare, summarize(bare), [])

@@ -17,6 +17,7 @@ be the slower one, so a pair is best run in both orders and its runs pooled.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -24,6 +25,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from .compile_phases import phase_table
 from .floor_report import floor_lines
 from .gaps import gpu_time_gaps_section
 from .plot import plot, versions
@@ -324,6 +326,10 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
                          f"{_f(g['geomean_compile_vs_plain'], '.2f', 'x')} | "
                          f"{_f(g['max_compile_vs_plain'], '.2f', 'x')} |")
     lines += gpu_time_gaps_section(by_key, summary)
+    if any(r.get("compile_phases_s") for r in records if str(r.get("mode", "")).startswith("hook")):
+        with contextlib.suppress(ValueError):  # no model with both an ok hook and an ok plain run: no section
+            lines += ["", "## Where `hook`'s compile goes beyond plain's (torch's compile timers, seconds)", "",
+                      *phase_table(records, "hook")]
     for model, runs in summary["models"].items():
         first = next(r for (m, _), r in by_key.items() if m == model)
         b = summary["best"].get(model, {})
