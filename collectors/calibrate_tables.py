@@ -158,6 +158,7 @@ def collect_tables(kinds: Sequence[str], parts: Path, minutes: float,
         if left <= 0:
             report[name] = {"spent_s": ledger.spent.get(name, 0.0), "skipped": "its share is spent"}
             continue
+        log.info("calibrate %s: %.0f s left of its %.0f s (labels %s)", name, left, budget, parts / kind.labels)
         started = time.perf_counter()
         tick = ledger.ticker(name)
         status = collect_one(kind, parts / kind.labels, left, tick)
