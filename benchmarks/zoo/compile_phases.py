@@ -26,11 +26,11 @@ def phase_table(records: list[dict[str, Any]], mode: str, base: str = "plain") -
     models = sorted({m for m, md in runs if md == mode and (m, base) in runs})
     if not models:
         raise ValueError(f"no model has ok runs of both {mode!r} and {base!r}")
-    deltas = {m: {k: runs[m, mode].get("compile_phases_s", {}).get(k, 0.0) -
-                  runs[m, base].get("compile_phases_s", {}).get(k, 0.0)
-                  for k in {*runs[m, mode].get("compile_phases_s", {}), *runs[m, base].get("compile_phases_s", {})}}
-              for m in models}
-    moved = {k: max(abs(d.get(k, 0.0)) for d in deltas.values()) for d in deltas.values() for k in d}
+    deltas = {}
+    for m in models:
+        ours, theirs = runs[m, mode].get("compile_phases_s", {}), runs[m, base].get("compile_phases_s", {})
+        deltas[m] = {k: ours.get(k, 0.0) - theirs.get(k, 0.0) for k in {*ours, *theirs}}
+    moved = {k: max(abs(d.get(k, 0.0)) for d in deltas.values()) for k in {k for d in deltas.values() for k in d}}
     phases = sorted((k for k, v in moved.items() if v >= SHOWN_S), key=lambda k: (-moved[k], k))  # largest first
     lines = [f"| model | `{base}` compile s | `{mode}` compile s | ratio | " +
              " | ".join(f"Δ {p} s" for p in phases) + " |", "|---|---|---|---|" + "---|" * len(phases)]

@@ -326,7 +326,7 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], commands: l
                          f"{_f(g['geomean_compile_vs_plain'], '.2f', 'x')} | "
                          f"{_f(g['max_compile_vs_plain'], '.2f', 'x')} |")
     lines += gpu_time_gaps_section(by_key, summary)
-    if any(r.get("compile_phases_s") for r in records if str(r.get("mode", "")).startswith("hook")):
+    if any(r.get("compile_phases_s") for r in records):
         with contextlib.suppress(ValueError):  # no model with both an ok hook and an ok plain run: no section
             lines += ["", "## Where `hook`'s compile goes beyond plain's (torch's compile timers, seconds)", "",
                       *phase_table(records, "hook")]
