@@ -473,6 +473,25 @@ def test_ninth_held_out_set_builds_at_shrunk_widths():
     assert [models.get(n).held_out_set for n in names] == [9] * 7
 
 
+def test_tenth_held_out_set_builds_at_shrunk_widths():
+    """The tenth set's decoders (Granite, Qwen2-7B, Qwen2.5-3B widths) build and run at shrunk widths, and the set
+    holds both halves of the learn-from-use comparison: six tuned models and four only timed after the refit."""
+    pytest.importorskip("transformers")
+    import torch
+
+    cpu, ids = torch.device("cpu"), torch.randint(0, 1000, (1, 3))
+    small = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000, intermediate_size=128)
+    for make in (configs._granite_config, configs._qwen2_7b_config, configs._qwen25_3b_config):
+        lm = builders._hf("AutoModelForCausalLM", make(**small), cpu, torch.float32)
+        logits = builders.HFOut(lm, ("input_ids",), "logits", use_cache=False)(ids)
+        assert logits.shape == (1, 3, 1000) and torch.isfinite(logits).all()
+    assert configs._qwen25_3b_config().tie_word_embeddings
+    tuned = ("granite-decode-b1", "qwen2-7b-decode-b8", "mixtral-moe-decode-b8", "deit-tiny-b16",
+             "qwen25-3b-decode-b1", "cait-xxs24-b8")
+    timed_after = ("granite-decode-b4", "qwen2-7b-decode-b2", "deit-small-b8", "qwen25-3b-decode-b4")
+    assert [models.get(n).held_out_set for n in tuned + timed_after] == [10] * 10
+
+
 def test_plot_without_plain_runs(tmp_path):
     """A folder of max-autotune runs alone (its plain runs kept elsewhere) plots a note, not an empty legend."""
     import warnings

@@ -214,3 +214,10 @@ def _qwen2_7b_config(**kw: Any):
     from transformers import Qwen2Config  # Qwen2-7B widths: 3584/18944, 28 heads, 4 kv, vocab 152064
     return Qwen2Config(**{**dict(hidden_size=3584, intermediate_size=18944, num_attention_heads=28,
                                  num_key_value_heads=4, vocab_size=152064, num_hidden_layers=2), **kw})
+
+
+def _qwen25_3b_config(**kw: Any):
+    from transformers import Qwen2Config  # Qwen2.5-3B widths: 2048/11008, 16 heads, 2 kv, vocab 151936, tied
+    return Qwen2Config(**{**dict(hidden_size=2048, intermediate_size=11008, num_attention_heads=16,
+                                 num_key_value_heads=2, vocab_size=151936, num_hidden_layers=2,
+                                 tie_word_embeddings=True), **kw})

@@ -21,7 +21,7 @@ from .configs import (_deepseek_config, _falcon_config, _gemma2_config, _gemma3_
                       _gpt2_medium_config, _gptoss_config, _llama32_config, _llama_config, _mistral_config,
                       _mixtral_config, _neox_config, _olmoe_config, _opt_config, _phi2_config, _phi3_config,
                       _qwen25_config, _qwen2_config, _qwen2_moe_config, _qwen3_config, _qwen3_moe_config,
-                      _smollm2_config, _starcoder2_config, _granite_config, _qwen2_7b_config)
+                      _smollm2_config, _starcoder2_config, _granite_config, _qwen2_7b_config, _qwen25_3b_config)
 
 
 @dataclass(frozen=True)
@@ -305,7 +305,10 @@ _ENTRIES = [
              held_out_set=9),
     ZooModel("phi2-train", "train", "train", "bfloat16", _causal_lm_train(_phi2_config, 4, 256, "bfloat16"),
              f"Phi-2 widths, {_TWO}; bf16 weights, 4x256 tokens, causal-LM loss, AdamW", held_out_set=9),
-    # tenth set (configs._granite_config): set A is tuned (its labels refit the model), set B only timed after
+    # tenth set (configs._granite_config): set A is tuned (its labels refit the model), set B only timed after.
+    # A: granite-decode-b1, qwen2-7b-decode-b8, mixtral-moe-decode-b8, deit-tiny-b16, qwen25-3b-decode-b1,
+    # cait-xxs24-b8; B (other batch sizes and widths of A's families): granite-decode-b4, qwen2-7b-decode-b2,
+    # deit-small-b8, qwen25-3b-decode-b4
     ZooModel("granite-decode-b1", "llm-decode", "infer", "bfloat16", _causal_lm(_granite_config, 1, 1, "bfloat16"),
              f"Granite-3.0-2B widths (2048/8192, 32 heads, 8 kv, vocab 49155), {_TWO}; one token at batch 1, no KV "
              "cache (M=1)", held_out_set=10),
@@ -322,6 +325,14 @@ _ENTRIES = [
              f"Qwen2-7B widths as qwen2-7b-decode-b8, {_TWO}; one token at batch 2 (M=2)", held_out_set=10),
     ZooModel("deit-small-b8", "vision-transformer", "infer", "float16", _timm("deit_small_patch16_224", 8, "float16"),
              "timm deit_small_patch16_224 (384 wide, 6 heads), full depth; batch 8", held_out_set=10),
+    ZooModel("qwen25-3b-decode-b1", "llm-decode", "infer", "bfloat16", _causal_lm(_qwen25_3b_config, 1, 1, "bfloat16"),
+             f"Qwen2.5-3B widths (2048/11008, 16 heads, 2 kv, vocab 151936, tied), {_TWO}; one token at batch 1, no "
+             "KV cache (M=1)", held_out_set=10),
+    ZooModel("cait-xxs24-b8", "vision-transformer", "infer", "float16", _timm("cait_xxs24_224", 8, "float16"),
+             "timm cait_xxs24_224 (192 wide, talking-heads attention, layer scale, class-attention layers), full "
+             "depth; batch 8", held_out_set=10),
+    ZooModel("qwen25-3b-decode-b4", "llm-decode", "infer", "bfloat16", _causal_lm(_qwen25_3b_config, 4, 1, "bfloat16"),
+             f"Qwen2.5-3B widths as qwen25-3b-decode-b1, {_TWO}; one token at batch 4 (M=4)", held_out_set=10),
     # eleventh set: decoders at their real depth, batch-1 decode; the floor is their weights' bytes over the copy
     # bandwidth (``floor.py``): what sits between the GEMVs (norms, rotary, attention at one token) shows here
     ZooModel("llama-full-b1", "llm-decode", "infer", "bfloat16",
