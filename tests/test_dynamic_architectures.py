@@ -6,17 +6,20 @@ here so that its decisions run too."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
 import predictor
-from predictor.runtime.lowerings import gemv
+from predictor.runtime.lowerings import gemv, gemv_table
 from predictor.runtime.choices import installed
 
 pytest.importorskip("transformers")
 
 from collectors.programs import builders, configs  # noqa: E402 -- needs transformers
 
+MODELS = Path(__file__).resolve().parents[1] / "models"
 SMALL = dict(hidden_size=64, num_attention_heads=4, vocab_size=1000)
 CONFIGS = {
     # one kv head, sliding-window layers, q and k norms
@@ -38,6 +41,9 @@ CONFIGS = {
 @pytest.fixture
 def fresh(monkeypatch):
     monkeypatch.setattr(gemv, "DEVICES", ("cpu", "cuda"))  # the GEMV decisions on CPU tensors too
+    # ... decided by a GPU's table, as on that GPU (without a table of its own a GPU keeps every GEMV on cuBLAS)
+    h100 = tuple(gemv_table.read_table(MODELS / "gemv-blocks" / "nvidia-h100.json"))
+    monkeypatch.setattr(gemv_table, "table_for_this_gpu", lambda allow_similar=True: h100)
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
