@@ -6,12 +6,11 @@ here so that its decisions run too."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
 import predictor
+from predictor.artifacts.roots import shipped_roots, table_path
 from predictor.runtime.lowerings import gemv, gemv_table
 from predictor.runtime.choices import installed
 
@@ -19,7 +18,6 @@ pytest.importorskip("transformers")
 
 from collectors.programs import builders, configs  # noqa: E402 -- needs transformers
 
-MODELS = Path(__file__).resolve().parents[1] / "models"
 SMALL = dict(hidden_size=64, num_attention_heads=4, vocab_size=1000)
 CONFIGS = {
     # one kv head, sliding-window layers, q and k norms
@@ -42,7 +40,8 @@ CONFIGS = {
 def fresh(monkeypatch):
     monkeypatch.setattr(gemv, "DEVICES", ("cpu", "cuda"))  # the GEMV decisions on CPU tensors too
     # ... decided by a GPU's table, as on that GPU (without a table of its own a GPU keeps every GEMV on cuBLAS)
-    h100 = tuple(gemv_table.read_table(MODELS / "gemv-blocks" / "nvidia-h100.json"))
+    path = table_path("NVIDIA H100 80GB HBM3", shipped_roots(), folder=gemv_table.TABLE_FOLDER)  # as found there
+    h100 = tuple(gemv_table.read_table(path))
     monkeypatch.setattr(gemv_table, "table_for_this_gpu", lambda allow_similar=True: h100)
     torch._dynamo.reset()
     yield
