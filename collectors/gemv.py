@@ -24,6 +24,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from collectors.selection import Shard
+
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 
@@ -163,12 +165,14 @@ def resume_mismatch(done: pd.DataFrame, env: dict[str, Any]) -> str | None:
 
 def collect(problems: list[dict[str, Any]], measure_one: Callable[[int, dict[str, Any]], list[dict[str, Any]]],
             out: Path, kind: str, collector: str, aten_key: str, limit: int | None = None,
-            seconds: float | None = None, after_each: Callable[[], None] | None = None) -> int:
+            seconds: float | None = None, after_each: Callable[[], None] | None = None,
+            shard: Shard | None = None) -> int:
     """Measure each problem not yet in ``out`` (``measure_one(index, problem)`` -> rows) and rewrite ``out`` after
     every one, so a run stopped at any point keeps what it measured; a problem that fails is recorded as such
     (status ``compile_error``) and the rest go on. ``seconds``: start no problem once this many have passed (a
-    calibration budget); ``after_each()`` once each problem is written (a calibration's ledger). Exit status 2
-    without a GPU."""
+    calibration budget); ``after_each()`` once each problem is written (a calibration's ledger); ``shard``: only
+    this shard's problems (by problem id), for one of several processes, each with its own ``out`` (``join``).
+    Exit status 2 without a GPU."""
     import torch
     from tqdm import tqdm
 
@@ -185,7 +189,8 @@ def collect(problems: list[dict[str, Any]], measure_one: Callable[[int, dict[str
         return 2
     seen = set(done["problem_id"]) if len(done) else set()
     problems = [dict(p, problem_id=problem_id(p)) for p in problems]
-    todo = [(i, p) for i, p in enumerate(problems) if p["problem_id"] not in seen][:limit]
+    mine = (lambda pid: True) if shard is None else shard.owns
+    todo = [(i, p) for i, p in enumerate(problems) if p["problem_id"] not in seen and mine(p["problem_id"])][:limit]
     frames = [done] if len(done) else []
     started = time.perf_counter()
     for i, p in tqdm(todo, unit="problem"):
@@ -203,6 +208,36 @@ def collect(problems: list[dict[str, Any]], measure_one: Callable[[int, dict[str
         write(pd.concat(frames, ignore_index=True), out, env, kind)
         if after_each is not None:
             after_each()
+    return 0
+
+
+def join(parts: list[Path], out: Path, kind: str) -> int:
+    """Write the shard files ``parts`` of one collection (``collect(shard=...)``) as one labels file ``out``: refused
+    (exit status 2, one line) when they come from different GPUs or software stacks, or a problem is in two."""
+    from predictor.artifacts.schema import DatasetError
+    from predictor.offline.gemv_eval import read_labels
+
+    try:
+        frames = [read_labels(str(p), kind) for p in parts]
+    except (OSError, DatasetError) as exc:
+        print(f"join: error: {exc}", file=sys.stderr)
+        return 2
+    first = frames[0].attrs["metadata"]
+    env = {key: first.get(key) for key in ("gpu", "cc", "torch", "triton") if key in first}
+    for path, frame in zip(parts, frames):
+        mismatch = resume_mismatch(frame, env)
+        if mismatch:
+            print(f"join: error: {path} was measured {mismatch} (in {parts[0]})", file=sys.stderr)
+            return 2
+    owners: dict[str, Path] = {}
+    for path, frame in zip(parts, frames):
+        for pid in set(frame["problem_id"]):
+            if pid in owners:
+                print(f"join: error: problem {pid} is in both {owners[pid]} and {path}", file=sys.stderr)
+                return 2
+            owners[pid] = path
+    meta = {key: value for key, value in first.items() if key not in ("kind", "schema_version", "footer_sha256", "pandas")}
+    write(pd.concat(frames, ignore_index=True), out, meta, kind)
     return 0
 
 

@@ -29,7 +29,13 @@ flushed before every launch (``collectors.timing``; median and IQR of ``--reps``
 Outputs are checked against the fp32 function (``rel_err``; a fused pair's block configs write the gate and up
 products, not the final output: not checked there, the same kernel source as ``gemv/reduction``). With work fused
 ahead, ``aten/plain`` and ``gemv/reduction`` time the whole function and the block configs the GEMV kernel alone.
-Written after every problem (resumable).
+Written after every problem (resumable). Shardable: ``--shard I/N`` in N processes, each with its own ``--out``,
+compiles in parallel while ``$ZOO_GPU_LOCK`` (one file for all) makes their checks and timings take turns on the
+GPU; ``--join PART... --out FILE`` then writes the parts as one file::
+
+    export ZOO_GPU_LOCK=/tmp/gpu.lock
+    for i in 0 1 2 3; do python -m collectors.gemv_blocks --shard $i/4 --out parts/s$i.parquet & done; wait
+    python -m collectors.gemv_blocks --join parts/s*.parquet --out gemv_blocks.parquet
 """
 
 from __future__ import annotations
@@ -44,7 +50,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from collectors.gemv import _MODELS, _VARIANTS, TOLERANCE, collect, rel_err
+from collectors.gemv import _MODELS, _VARIANTS, TOLERANCE, collect, join, rel_err
+from collectors.selection import Shard
 from predictor.runtime.lowerings.gemv_table import MIN_K
 
 log = logging.getLogger(__name__)
@@ -197,6 +204,7 @@ def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
     """The rows of one problem (one per candidate)."""
     import torch
 
+    from collectors.programs.harness import timing_lock
     from collectors.timing import time_round_robin
     from predictor.runtime.lowerings.gemv import gemv_as_reduction
     from predictor.runtime.lowerings.gemv_table import GRID, PERSISTENT_GRID, GemvKernel, config_name, fits
@@ -250,10 +258,11 @@ def measure(p: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
         name = "gemv/" + _launcher_name(launcher)
         candidates[name] = launch(launcher)
     rows = []
-    for name, call in candidates.items():
-        result = call()
-        torch.cuda.synchronize()
-        outputs[name] = result if result is not None else kargs[out_index].clone()
+    with timing_lock():  # parallel shards: the checks run on the GPU too, so they take their turn with the timing
+        for name, call in candidates.items():
+            result = call()
+            torch.cuda.synchronize()
+            outputs[name] = result if result is not None else kargs[out_index].clone()
     if p["weights"] == 2:  # the grid kernel writes gate and up products: compare the fused output of plain/default
         for name in list(outputs):
             if name.startswith("gemv/X"):
@@ -296,10 +305,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="parquet file (resumed when it exists)")
     parser.add_argument("--limit", type=int, default=None, help="stop after this many new problems")
     parser.add_argument("--reps", type=int, default=20, help="timed runs per candidate")
+    parser.add_argument("--shard", type=Shard.argument, default=None, metavar="I/N",
+                        help="label only the I-th of N shards of the problems (by problem id), one process each with "
+                             "its own --out; with $ZOO_GPU_LOCK naming one file, their timings take turns on the GPU")
+    parser.add_argument("--join", type=Path, nargs="+", default=None, metavar="PART",
+                        help="write these shard files as one labels file --out (nothing is measured)")
     args = parser.parse_args(argv)
+    if args.join:
+        return join(args.join, args.out, KIND)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     problems, measure_one = labelling(args.reps)
-    return collect(problems, measure_one, args.out, KIND, "gemv_blocks", ATEN_KEY, args.limit)
+    return collect(problems, measure_one, args.out, KIND, "gemv_blocks", ATEN_KEY, args.limit, shard=args.shard)
 
 
 if __name__ == "__main__":

@@ -30,9 +30,22 @@ class Shard:
             raise ValueError(f"--shard {text}: need 0 <= i < n")
         return cls(i, n)
 
+    @classmethod
+    def argument(cls, text: str) -> "Shard":
+        """``Shard.parse`` for argparse's ``type=``: its message, not argparse's "invalid value"."""
+        import argparse
+
+        try:
+            return cls.parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    def owns(self, problem_id: str) -> bool:
+        """Whether this shard takes the problem: a stable assignment by (hexadecimal) id, independent of row order."""
+        return int(problem_id, 16) % self.count == self.index
+
     def select(self, problem_ids: pd.Series) -> np.ndarray:
-        """Stable assignment by id, independent of corpus row order."""
-        return problem_ids.map(lambda pid: int(pid, 16) % self.count == self.index).to_numpy()
+        return problem_ids.map(self.owns).to_numpy()
 
 
 def load_problems(corpus: str | Path) -> pd.DataFrame:

@@ -45,9 +45,19 @@ def _events(n: int, external: bool) -> list[torch.cuda.Event]:
 
 def time_round_robin(fns: Sequence[Callable[[], None]], flush: L2Flusher, reps: int = 10,
                      use_graph: bool = True) -> tuple[np.ndarray, str]:
-    """Return (times_us[fn, rep], method). Functions must already be warmed up (compiled, checked)."""
+    """Return (times_us[fn, rep], method). Functions must already be warmed up (compiled, checked). Held under the
+    GPU lock (``collectors.programs.harness.timing_lock``) where ``$ZOO_GPU_LOCK`` is set: processes sharing one
+    GPU take turns, so no kernel of another runs among the timed ones."""
+    from collectors.programs.harness import timing_lock
+
     if not fns:
         return np.zeros((0, reps)), "none"
+    with timing_lock():
+        return _time_round_robin(fns, flush, reps, use_graph)
+
+
+def _time_round_robin(fns: Sequence[Callable[[], None]], flush: L2Flusher, reps: int,
+                      use_graph: bool) -> tuple[np.ndarray, str]:
     starts = _events(len(fns) * reps, external=use_graph)
     ends = _events(len(fns) * reps, external=use_graph)
 
