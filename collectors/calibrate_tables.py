@@ -23,6 +23,7 @@ the runtime takes them for that GPU (``predictor.artifacts.roots``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import logging
@@ -48,6 +49,7 @@ class TableKind:
     interleave_by: str  # problems taken round-robin by this field, so a cut collection covers each value
     collector: str  # module with labelling(), KIND (the labels file's metadata "kind") and ATEN_KEY
     fit: Callable[[str, str], str]  # (labels file, table file) -> report
+    parallel: bool = False  # its collector times with collectors.timing (under the GPU lock): shards may overlap
 
 
 def _fit_gemv(labels: str, out: str) -> str:
@@ -69,8 +71,10 @@ def _fit_grouped(labels: str, out: str) -> str:
 
 
 TABLES: dict[str, TableKind] = {t.name: t for t in (
-    TableKind("gemv-blocks", "gemv-blocks", "gemv_blocks.parquet", 0.3, "form", "collectors.gemv_blocks", _fit_gemv),
-    TableKind("few-rows", "few-rows", "few_rows.parquet", 0.15, "family_tag", "collectors.few_rows", _fit_few_rows),
+    TableKind("gemv-blocks", "gemv-blocks", "gemv_blocks.parquet", 0.3, "form", "collectors.gemv_blocks", _fit_gemv,
+              parallel=True),
+    TableKind("few-rows", "few-rows", "few_rows.parquet", 0.15, "family_tag", "collectors.few_rows", _fit_few_rows,
+              parallel=True),
     TableKind("grouped-mm", "grouped-mm", "grouped_mm.parquet", 0.15, "family_tag", "collectors.grouped_mm",
               _fit_grouped),
 )}
@@ -140,13 +144,14 @@ class TableLedger:
 
 
 def collect_tables(kinds: Sequence[str], parts: Path, minutes: float,
-                   collect_one: Callable[[TableKind, Path, float, Callable[[], None]], int] | None = None
-                   ) -> dict[str, Any]:
+                   collect_one: Callable[[TableKind, Path, float, Callable[[], None]], int] | None = None,
+                   processes: int = 1) -> dict[str, Any]:
     """Collect every table kind of ``kinds`` within its share of ``minutes`` (less what earlier runs spent; the
     ranker, if among ``kinds``, keeps its share for later); returns per kind the seconds spent. ``collect_one(kind,
     labels file, seconds, tick)`` runs one collector (default: on this GPU) and calls ``tick()`` after each problem
-    it keeps, so the ledger holds the time spent even when the run is killed mid-kind."""
-    collect_one = collect_one or collect_on_gpu
+    it keeps, so the ledger holds the time spent even when the run is killed mid-kind; ``processes``: label
+    processes per table kind that allows several (``collect_on_gpu``)."""
+    collect_one = collect_one or functools.partial(collect_on_gpu, processes=processes)
     ledger = TableLedger(parts)
     split = shares(kinds)
     report: dict[str, Any] = {}
@@ -169,13 +174,20 @@ def collect_tables(kinds: Sequence[str], parts: Path, minutes: float,
     return report
 
 
-def collect_on_gpu(kind: TableKind, labels: Path, seconds: float, tick: Callable[[], None]) -> int:
+def collect_on_gpu(kind: TableKind, labels: Path, seconds: float, tick: Callable[[], None],
+                   processes: int = 1) -> int:
     """Run ``kind``'s collector on this GPU for at most ``seconds`` (resuming ``labels``), the corpus interleaved;
-    ``tick()`` after each problem written."""
+    ``tick()`` after each problem written. ``processes`` > 1: that many processes compile at once, taking turns to
+    time (``collectors.parallel_labels``), for the kinds whose collector times under the GPU lock; the grouped GEMMs
+    (timed by Inductor's own benchmark, outside the lock) stay in one."""
     import importlib
 
     from collectors.gemv import collect
 
+    if processes > 1 and kind.parallel:
+        from collectors.parallel_labels import collect_in_parallel
+
+        return collect_in_parallel(kind.collector, labels, processes, seconds, kind.interleave_by, tick)
     module = importlib.import_module(kind.collector)
     problems, measure_one = module.labelling()
     return collect(interleaved(problems, kind.interleave_by), measure_one, labels, module.KIND,

@@ -107,6 +107,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--hold-out-groups-of", action="append", default=None, metavar="MODEL",
                    help="never collect the problem groups this model held out (repeatable; default: --base-model)")
     c.add_argument("--workers", type=int, default=None, help="precompile processes (default: cores - 2)")
+    c.add_argument("--label-processes", type=int, default=1, metavar="N",
+                   help="processes labelling the GEMV-block and few-rows tables at once on the GPU: their compiles "
+                        "overlap, their timings take turns (default 1; about cores / 2 fills the host)")
     out = c.add_mutually_exclusive_group(required=True)
     out.add_argument("--out-root", help="folder to write every table into, as the runtime reads them "
                                         "(<root>/<gpu>-default-lgbm, <root>/gemv-blocks/<gpu>.json, ...): "
@@ -155,6 +158,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                   "--force to replace this GPU's (nothing was written)")
         if args.workers is not None and args.workers < 1:
             raise ValueError(f"--workers {args.workers}: must be at least 1")
+        if args.label_processes < 1:
+            raise ValueError(f"--label-processes {args.label_processes}: must be at least 1")
         workers = args.workers if args.workers is not None else max(1, (os.cpu_count() or 2) - 2)
         compare = None if args.compare_model in (None, "", "none") else args.compare_model
         parts = Path(args.parts)
@@ -166,7 +171,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                  "False); --fit-only fits labels collected before")
             tables = [k for k in kinds if k != RANKER]
             if tables:
-                print(json.dumps({"tables": collect_tables(tables, parts, args.minutes)}))
+                print(json.dumps({"tables": collect_tables(tables, parts, args.minutes,
+                                                                 processes=args.label_processes)}))
             if RANKER in kinds:  # the ranker takes what the tables left of the budget, over all runs
                 ranker_minutes = args.minutes - sum(TableLedger(parts).spent.values()) / 60
                 stats = run_calibration_collection(

@@ -93,3 +93,50 @@ def test_round_robin_timing_holds_the_gpu_lock(tmp_path, monkeypatch):
     assert seen == {"locked": True}
     with open(lock, "a") as after:  # released once the timing is done
         fcntl.flock(after, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+FAKE_WORKER = '''
+import sys
+import pandas as pd
+from collectors import gemv
+from collectors.selection import Shard
+from predictor.offline.gemv_eval import read_labels
+
+ENV = {"gpu": "NVIDIA H200", "cc": "9.0", "torch": "2.11.0+cu130", "triton": "3.6.0"}
+KIND = "gemv_block_labels"
+ATEN_KEY = "aten/plain"
+IDS = ["00aa", "00bb", "00cc", "00dd", "00ee"]
+
+
+def work(collector, part, shard, seconds, lock, interleave_by):
+    """Label this shard's problems not yet in its part, as collectors.gemv.collect would (time 99: measured here)."""
+    mine = Shard(*shard)
+    done = read_labels(part, KIND) if __import__("os").path.exists(part) else pd.DataFrame(columns=["problem_id"])
+    new = [{"problem_id": pid, "candidate": "aten/plain", "time_us": 99.0, "status": "ok", **ENV}
+           for pid in IDS if mine.owns(pid) and pid not in set(done["problem_id"])]
+    gemv.write(pd.concat([done, pd.DataFrame(new)], ignore_index=True), part, ENV, KIND)
+    sys.exit(3 if shard == (1, 3) else 0)
+'''
+
+
+def test_parallel_collection_seeds_each_part_and_joins_them(tmp_path, monkeypatch):
+    from collectors import parallel_labels
+
+    (tmp_path / "fake_collector.py").write_text(FAKE_WORKER)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the spawned processes get the parent's sys.path
+    import fake_collector
+
+    labels = _part(tmp_path / "gemv_blocks.parquet", ["00aa"])  # a serial run labelled one problem (time 1.0)
+    status = parallel_labels.collect_in_parallel("fake_collector", labels, 3, worker=fake_collector.work, poll_s=0.1)
+    assert status == 3  # shard 1's exit status, reported after its parts were joined
+    joined = read_labels(str(labels), gemv_blocks.KIND)
+    assert sorted(set(joined["problem_id"])) == fake_collector.IDS
+    first = joined[joined["problem_id"] == "00aa"]
+    assert set(first["time_us"]) == {1.0}  # seeded into its part, not measured again
+    assert len(joined[joined["problem_id"] != "00aa"]) == 4
+    # resumed with another number of processes: nothing is measured twice, nothing lost
+    assert parallel_labels.collect_in_parallel("fake_collector", labels, 2, worker=fake_collector.work,
+                                               poll_s=0.1) == 0
+    again = read_labels(str(labels), gemv_blocks.KIND)
+    assert again.sort_values(["problem_id", "candidate"]).reset_index(drop=True).equals(
+        joined.sort_values(["problem_id", "candidate"]).reset_index(drop=True))
