@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import json
 import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from collectors.selection import interleaved  # noqa: F401 - the calibration order, used below
 
 log = logging.getLogger(__name__)
 
@@ -99,14 +100,6 @@ def shares(kinds: Sequence[str]) -> dict[str, float]:
     raw = {k: RANKER_SHARE if k == RANKER else TABLES[k].share for k in kinds}
     total = sum(raw.values())
     return {k: v / total for k, v in raw.items()}
-
-
-def interleaved(problems: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    """``problems`` round-robin over the values of ``key`` (first-seen order), each value's own order kept."""
-    groups: dict[Any, list[dict[str, Any]]] = {}
-    for p in problems:
-        groups.setdefault(p.get(key), []).append(p)
-    return [p for batch in itertools.zip_longest(*groups.values()) for p in batch if p is not None]
 
 
 class TableLedger:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from collectors.selection import Shard
+from collectors.selection import Shard, interleaved
 
 
 def part_path(labels: Path, shard: Shard) -> Path:
@@ -60,8 +60,6 @@ def _worker(collector: str, part: str, shard: tuple[int, int], seconds: float | 
     module = importlib.import_module(collector)
     problems, measure_one = module.labelling()
     if interleave_by:
-        from collectors.calibrate_tables import interleaved
-
         problems = interleaved(problems, interleave_by)
     status = collect(problems, measure_one, Path(part), module.KIND, collector.split(".")[-1], module.ATEN_KEY,
                      seconds=seconds, shard=Shard(*shard))

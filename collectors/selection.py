@@ -3,7 +3,9 @@ minus the problems already finished, and a one-line refusal of problems no runne
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -87,3 +89,11 @@ def select_problems(corpus: str, shard: Shard, out: str, query: str | None, limi
     problems = problems[shard.select(problems["problem_id"])]
     problems = problems[~problems["problem_id"].isin(finished_problem_ids(out))]
     return problems.head(limit) if limit is not None else problems
+
+
+def interleaved(problems: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """``problems`` round-robin over the values of ``key`` (first-seen order), each value's own order kept."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for p in problems:
+        groups.setdefault(p.get(key), []).append(p)
+    return [p for batch in itertools.zip_longest(*groups.values()) for p in batch if p is not None]
