@@ -109,7 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--workers", type=int, default=None, help="precompile processes (default: cores - 2)")
     c.add_argument("--label-processes", type=int, default=1, metavar="N",
                    help="processes labelling the GEMV-block and few-rows tables at once on the GPU: their compiles "
-                        "overlap, their timings take turns (default 1; about cores / 2 fills the host)")
+                        "overlap, their timings take turns (default 1)")
     out = c.add_mutually_exclusive_group(required=True)
     out.add_argument("--out-root", help="folder to write every table into, as the runtime reads them "
                                         "(<root>/<gpu>-default-lgbm, <root>/gemv-blocks/<gpu>.json, ...): "
