@@ -9,7 +9,8 @@ reading a symbolic width, a GEMM form the hook does not know) breaks it on any d
 CPU tensors here, decided by a GPU's shipped table (``--gemv-table``), as on that GPU. Each family is built from
 its transformers config class with the same tiny widths (``TINY``), so no family is chosen or tuned by hand; one
 that cannot be built from them is reported as ``not built``. Results are written after every family (resumed on a
-rerun) and printed as a table.
+rerun) and printed as a table; each family runs in a process of its own, so one that crashes or hangs is recorded
+as such and the rest go on.
 """
 
 from __future__ import annotations
@@ -83,6 +84,27 @@ def run_family(family: str) -> dict[str, Any]:
             "gemv_decompositions": gemv.gemv_count() - gemvs, "seconds": round(time.perf_counter() - started, 1)}
 
 
+def in_child(family: str, gemv_table: str, timeout: float) -> dict[str, Any]:
+    """``run_family`` in a process of its own: a family that kills its process (out of memory, a crash in a
+    kernel) or hangs is recorded as such, and the sweep goes on."""
+    import json
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "record.json"
+        command = [sys.executable, "-m", "benchmarks.architecture_sweep", "--one", family, "--out", str(out),
+                   "--gemv-table", gemv_table]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"family": family, "status": "timeout", "error": f"no result within {timeout:.0f} s"}
+        if out.exists():
+            return json.loads(out.read_text())
+        tail = (done.stderr or "").strip().splitlines()[-1:] or [""]
+        return {"family": family, "status": "crashed", "error": f"exit status {done.returncode}: {tail[0]}"[:300]}
+
+
 def decide_gemvs_as(gpu_name: str) -> None:
     """Let the GEMV decisions act on CPU tensors, decided by ``gpu_name``'s shipped table (what that GPU would do)."""
     from predictor.artifacts.roots import shipped_roots, table_path
@@ -103,7 +125,8 @@ def table(records: list[dict[str, Any]]) -> str:
         note = "" if r["status"] == "ok" else f" ({(r.get('error') or '')[:80]})"
         lines.append(f"| {r['family']} | {r['status']}{note} | {err} | {r.get('graphs', '–')} | "
                      f"{r.get('gemv_decompositions', '–')} | {r.get('seconds', '–')} |")
-    counts = {s: sum(r["status"] == s for r in records) for s in ("ok", "mismatch", "compile_error", "not_built")}
+    counts = {s: sum(r["status"] == s for r in records)
+              for s in ("ok", "mismatch", "compile_error", "crashed", "timeout", "not_built")}
     return "\n".join(lines + ["", ", ".join(f"{n} {s}" for s, n in counts.items())])
 
 
@@ -119,21 +142,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--families", default=None, help="comma list of transformers model types (default: all)")
     parser.add_argument("--gemv-table", default="NVIDIA H100 80GB HBM3", metavar="GPU",
                         help="the GPU whose shipped GEMV table decides the GEMVs")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per family before it is stopped")
+    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # the child process of one family
     args = parser.parse_args(argv)
     known = families()
-    asked = args.families.split(",") if args.families else known
+    asked = [args.one] if args.one else args.families.split(",") if args.families else known
     unknown = [f for f in asked if f not in known]
     if unknown:
         parser.error(f"--families: not a causal-LM model type of this transformers: {', '.join(unknown)}")
     try:
-        done = json.loads(args.out.read_text())["records"] if args.out.exists() else []
+        done = json.loads(args.out.read_text())["records"] if args.out.exists() and not args.one else []
     except (OSError, ValueError, KeyError, TypeError) as exc:
         parser.error(f"--out {args.out}: unreadable results ({exc}); give a new file")
-    decide_gemvs_as(args.gemv_table)
+    if args.one:  # a child of the sweep: this family alone, its record to --out
+        decide_gemvs_as(args.gemv_table)
+        write_json(str(args.out), run_family(args.one))
+        return 0
     seen = {r["family"] for r in done}
     records = list(done)
     for family in tqdm([f for f in asked if f not in seen], unit="family"):
-        records.append(run_family(family))
+        records.append(in_child(family, args.gemv_table, args.timeout))
         write_json(str(args.out), {"environment": environment(), "gemv_table": args.gemv_table,
                                    "shapes": SHAPES, "tolerance": TOLERANCE, "records": records})
     print(table([r for r in records if r["family"] in asked]))

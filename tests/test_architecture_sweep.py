@@ -22,8 +22,8 @@ def test_a_rerun_runs_only_the_families_not_yet_in_the_results(tmp_path, monkeyp
     out = tmp_path / "sweep.json"
     ran = []
     monkeypatch.setattr(sweep, "decide_gemvs_as", lambda gpu: None)
-    monkeypatch.setattr(sweep, "run_family", lambda f: ran.append(f) or {"family": f, "status": "ok",
-                                                                         "max_abs_err": 1e-7})
+    monkeypatch.setattr(sweep, "in_child", lambda f, gpu, timeout: ran.append(f) or {"family": f, "status": "ok",
+                                                                                      "max_abs_err": 1e-7})
     assert sweep.main(["--out", str(out), "--families", "llama,gpt2"]) == 0
     assert sweep.main(["--out", str(out), "--families", "llama,gpt2,mixtral"]) == 0
     assert ran == ["llama", "gpt2", "mixtral"]
@@ -44,4 +44,23 @@ def test_the_table_counts_each_status():
                         {"family": "b", "status": "not_built", "error": "ValueError: widths"},
                         {"family": "c", "status": "mismatch", "max_abs_err": 0.5}])
     assert "| b | not_built (ValueError: widths) |" in text
-    assert text.splitlines()[-1] == "1 ok, 1 mismatch, 0 compile_error, 1 not_built"
+    assert text.splitlines()[-1] == "1 ok, 1 mismatch, 0 compile_error, 0 crashed, 0 timeout, 1 not_built"
+
+
+def _fake_python(tmp_path, body):
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_family_whose_process_dies_is_recorded_as_crashed(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep.sys, "executable", _fake_python(tmp_path, "echo 'Killed: out of memory' >&2; exit 137"))
+    record = sweep.in_child("blt", "NVIDIA H100 80GB HBM3", timeout=30)
+    assert record == {"family": "blt", "status": "crashed", "error": "exit status 137: Killed: out of memory"}
+
+
+def test_a_family_that_hangs_is_stopped_and_recorded(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep.sys, "executable", _fake_python(tmp_path, "sleep 30"))
+    record = sweep.in_child("blt", "NVIDIA H100 80GB HBM3", timeout=0.5)
+    assert record["status"] == "timeout"
