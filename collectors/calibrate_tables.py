@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from collectors.selection import interleaved  # noqa: F401 - the calibration order, used below
+from collectors.selection import interleaved
 
 log = logging.getLogger(__name__)
 

@@ -236,9 +236,15 @@ def join(parts: list[Path], out: Path, kind: str) -> int:
                 print(f"join: error: problem {pid} is in both {owners[pid]} and {path}", file=sys.stderr)
                 return 2
             owners[pid] = path
-    meta = {key: value for key, value in first.items() if key not in ("kind", "schema_version", "footer_sha256", "pandas")}
-    write(pd.concat(frames, ignore_index=True), out, meta, kind)
+    write(pd.concat(frames, ignore_index=True), out, file_environment(frames[0]), kind)
     return 0
+
+
+def file_environment(frame: pd.DataFrame) -> dict[str, Any]:
+    """The metadata a labels file read by ``read_labels`` was written with (GPU, versions, ...), less what ``write``
+    sets itself: what a file rewritten from its rows carries over."""
+    return {key: value for key, value in frame.attrs["metadata"].items()
+            if key not in ("kind", "schema_version", "footer_sha256", "pandas")}
 
 
 def main(argv: list[str] | None = None) -> int:

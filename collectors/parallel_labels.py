@@ -6,7 +6,7 @@ in milliseconds), so N processes label up to N times as many problems per GPU-mi
 of the problems (``collectors.selection.Shard``, by problem id) and resumes its own part file
 (``<labels>.s<i>of<n>.parquet``); the labels file is then the parts joined (``collectors.gemv.join``). A part is
 first seeded with the labels file's rows of its shard, so a collection resumed in parallel after a serial run (or
-with another N) measures nothing twice.
+after a parallel run with another N that reached its join) measures nothing twice.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def seed_part(labels: Path, part: Path, shard: Shard, kind: str) -> None:
     (a parallel run stopped before its join)."""
     import pandas as pd
 
-    from collectors.gemv import write
+    from collectors.gemv import file_environment, write
     from predictor.offline.gemv_eval import read_labels
 
     if not labels.exists():
@@ -41,9 +41,7 @@ def seed_part(labels: Path, part: Path, shard: Shard, kind: str) -> None:
     if part.exists():
         own = read_labels(str(part), kind)
         frames.append(own[~own["problem_id"].isin(set(known["problem_id"]))])
-    meta = {k: v for k, v in known.attrs["metadata"].items()
-            if k not in ("kind", "schema_version", "footer_sha256", "pandas")}
-    write(pd.concat(frames, ignore_index=True), part, meta, kind)
+    write(pd.concat(frames, ignore_index=True), part, file_environment(known), kind)
 
 
 def _worker(collector: str, part: str, shard: tuple[int, int], seconds: float | None, lock: str,
